@@ -1,0 +1,125 @@
+package batcher
+
+import "fmt"
+
+// BatcherImproperOrderError is returned by Start when the batcher was already
+// started or has been stopped; a batcher cannot be restarted.
+type BatcherImproperOrderError struct{}
+
+func (e BatcherImproperOrderError) Error() string {
+	return "batcher: Start was called on a batcher that was already started or stopped"
+}
+
+// BufferFullError is returned by Enqueue when the buffer is full and the
+// batcher was configured with WithErrorOnFullBuffer.
+type BufferFullError struct{}
+
+func (e BufferFullError) Error() string {
+	return "batcher: the buffer is full"
+}
+
+// BufferNotAllocated is returned when the batcher has no buffer, as with a
+// zero-value Batcher that was not made by NewBatcher or NewBatcherWithBuffer,
+// or one made with a buffer size of zero.
+type BufferNotAllocated struct{}
+
+func (e BufferNotAllocated) Error() string {
+	return "batcher: the buffer was not allocated; use NewBatcher or NewBatcherWithBuffer with a size above 0"
+}
+
+// NoOperationError is returned by Enqueue when the operation is nil.
+type NoOperationError struct{}
+
+func (e NoOperationError) Error() string {
+	return "batcher: no operation was provided"
+}
+
+// NoWatcherError is returned by Enqueue when the operation has no watcher.
+type NoWatcherError struct{}
+
+func (e NoWatcherError) Error() string {
+	return "batcher: the operation has no watcher"
+}
+
+// PartitionsOutOfRangeError is returned by Provision when the shared capacity
+// divided by the factor (rounded up) gives more partitions than a shared
+// resource supports (MaxPartitions).
+type PartitionsOutOfRangeError struct {
+	MaxCapacity    uint32
+	Factor         uint32
+	PartitionCount int
+}
+
+func (e PartitionsOutOfRangeError) Error() string {
+	return fmt.Sprintf("batcher: shared capacity %d with factor %d needs %d partitions, more than the %d allowed",
+		e.MaxCapacity, e.Factor, e.PartitionCount, MaxPartitions)
+}
+
+// RateLimiterImproperOrderError is returned by a rate limiter whose methods
+// were called out of order: Start before Provision, or either after Stop.
+type RateLimiterImproperOrderError struct{}
+
+func (e RateLimiterImproperOrderError) Error() string {
+	return "batcher: rate limiter methods were called out of order (Provision, then Start, then Stop)"
+}
+
+// TooExpensiveError is returned by Enqueue when the operation costs more than
+// the rate limiter's MaxCapacity, so it could never be released.
+type TooExpensiveError struct{}
+
+func (e TooExpensiveError) Error() string {
+	return "batcher: the operation costs more than the rate limiter's maximum capacity"
+}
+
+// TooManyAttemptsError is returned by Enqueue when the operation has already
+// been attempted as many times as its watcher's MaxAttempts allows.
+type TooManyAttemptsError struct{}
+
+func (e TooManyAttemptsError) Error() string {
+	return "batcher: the operation has reached its watcher's maximum number of attempts"
+}
+
+// UndefinedLeaseManagerError is returned by a shared resource that has no
+// LeaseManager to hold its partitions in.
+type UndefinedLeaseManagerError struct{}
+
+func (e UndefinedLeaseManagerError) Error() string {
+	return "batcher: the shared resource has no lease manager"
+}
+
+// UndefinedSharedCapacityError is returned by Provision when the shared
+// capacity is zero.
+type UndefinedSharedCapacityError struct{}
+
+func (e UndefinedSharedCapacityError) Error() string {
+	return "batcher: the shared capacity must be greater than zero"
+}
+
+// BatcherStoppedError is returned by Enqueue and EnqueueContext once Stop or
+// Shutdown has been called; the operation was not accepted.
+type BatcherStoppedError struct{}
+
+func (e BatcherStoppedError) Error() string {
+	return "batcher: the batcher is stopped and accepts no more operations"
+}
+
+// LeaseConflictError is returned by a LeaseManager when a lease operation
+// found the partition leased by another owner, or not leased by the caller.
+type LeaseConflictError struct {
+	Partition int
+}
+
+func (e LeaseConflictError) Error() string {
+	return fmt.Sprintf("batcher: partition %d is leased by another owner", e.Partition)
+}
+
+// PartitionMissingError is returned by a LeaseManager when the partition (or
+// its container) does not exist in the store, as after the store lost its
+// data; a shared resource provisions again when it sees it.
+type PartitionMissingError struct {
+	Partition int
+}
+
+func (e PartitionMissingError) Error() string {
+	return fmt.Sprintf("batcher: partition %d does not exist in the store", e.Partition)
+}

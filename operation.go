@@ -1,0 +1,51 @@
+package batcher
+
+import "sync/atomic"
+
+// IOperation is a unit of work enqueued into a Batcher: a payload with a cost,
+// a watcher to deliver it to, whether it may share a batch with others, and
+// how many times it has been attempted.
+type IOperation interface {
+	Payload() interface{}
+	Attempt() uint32
+	Cost() uint32
+	Watcher() IWatcher
+	IsBatchable() bool
+	MakeAttempt()
+}
+
+// Operation is the IOperation made by NewOperation. Its attempt counter is
+// safe for concurrent use; the other fields never change.
+type Operation struct {
+	watcher   IWatcher
+	cost      uint32
+	payload   interface{}
+	batchable bool
+	attempt   atomic.Uint32
+}
+
+// NewOperation returns an operation of the given cost carrying payload, to be
+// delivered to watcher. A batchable operation may be grouped with other
+// batchable operations of the same watcher; otherwise it is delivered alone.
+func NewOperation(watcher IWatcher, cost uint32, payload interface{}, batchable bool) IOperation {
+	return &Operation{watcher: watcher, cost: cost, payload: payload, batchable: batchable}
+}
+
+// Payload returns the payload given to NewOperation.
+func (o *Operation) Payload() interface{} { return o.payload }
+
+// Attempt returns how many times the operation has been delivered in a batch.
+func (o *Operation) Attempt() uint32 { return o.attempt.Load() }
+
+// Cost returns the cost given to NewOperation.
+func (o *Operation) Cost() uint32 { return o.cost }
+
+// Watcher returns the watcher the operation is delivered to.
+func (o *Operation) Watcher() IWatcher { return o.watcher }
+
+// IsBatchable reports whether the operation may share a batch.
+func (o *Operation) IsBatchable() bool { return o.batchable }
+
+// MakeAttempt increments the attempt counter. The Batcher calls it just before
+// the operation's batch is handed to the watcher.
+func (o *Operation) MakeAttempt() { o.attempt.Add(1) }
