@@ -123,3 +123,29 @@ type PartitionMissingError struct {
 func (e PartitionMissingError) Error() string {
 	return fmt.Sprintf("batcher: partition %d does not exist in the store", e.Partition)
 }
+
+// ShutdownIncompleteError is returned by Shutdown when operations were left
+// unreleased; it wraps the reason (usually the context's error).
+type ShutdownIncompleteError struct {
+	Unreleased uint32
+	Err        error
+}
+
+func (e ShutdownIncompleteError) Error() string {
+	return fmt.Sprintf("batcher: shutdown left %d operations unreleased: %v", e.Unreleased, e.Err)
+}
+
+// Unwrap returns the reason the shutdown did not finish.
+func (e ShutdownIncompleteError) Unwrap() error { return e.Err }
+
+// InvalidSettingError is returned by Start when a With method was given a
+// value it cannot use, such as a non-positive interval; the batcher keeps the
+// default for that setting.
+type InvalidSettingError struct {
+	Setting string
+	Value   string
+}
+
+func (e InvalidSettingError) Error() string {
+	return fmt.Sprintf("batcher: invalid value %s for %s", e.Value, e.Setting)
+}

@@ -1,0 +1,113 @@
+package batcher
+
+import (
+	"math"
+	"math/bits"
+	"time"
+)
+
+// nanoPerCost is the number of credit units in one unit of cost. Credit is
+// kept as an integer count of nano-cost (cost × 1e-9) so that a capacity in
+// cost per second times an elapsed time in nanoseconds is exact: no float
+// rounding can let a release slip through when the balance should be zero.
+const nanoPerCost = int64(time.Second)
+
+// credit is the release budget of a Batcher: it grows at the limiter's
+// capacity per second of elapsed time, up to one flush interval's worth, and
+// every released operation spends its cost. The balance may go negative by
+// less than one operation's cost; that debt is repaid before anything else
+// of positive cost is released, so the long-run release rate equals the
+// capacity whatever the costs and intervals.
+//
+// It is owned by the batcher's loop goroutine.
+type credit struct {
+	balance int64     // nano-cost; may be negative
+	last    time.Time // when the balance was last brought up to date
+}
+
+// accrue brings the balance up to date at now for capacity per second,
+// capped at capacity × interval. The first call only records the time.
+func (c *credit) accrue(now time.Time, capacity uint32, interval time.Duration) {
+	if c.last.IsZero() {
+		c.last = now
+		return
+	}
+	elapsed := now.Sub(c.last)
+	if elapsed <= 0 {
+		return
+	}
+	c.last = now
+	limit := satMul(uint64(capacity), uint64(interval))
+	if c.balance >= limit {
+		c.balance = limit
+		return
+	}
+	gain := satMul(uint64(capacity), uint64(elapsed))
+	if gain >= limit-c.balance { // limit-balance cannot overflow: balance > -2^62
+		c.balance = limit
+		return
+	}
+	c.balance += gain
+}
+
+// spend takes the cost of one operation if the rules allow it: an operation
+// of zero cost always passes, one of positive cost needs a positive balance.
+func (c *credit) spend(cost uint32) bool {
+	if cost == 0 {
+		return true
+	}
+	if c.balance <= 0 {
+		return false
+	}
+	c.balance -= int64(cost) * nanoPerCost
+	return true
+}
+
+// covers reports whether the balance is positive and pays for cost in full.
+func (c *credit) covers(cost uint64) bool {
+	if cost == 0 {
+		return true
+	}
+	return c.balance > 0 && uint64(c.balance) >= satMulU(cost, uint64(nanoPerCost))
+}
+
+// readyAt returns when the balance will first pay for cost in full (or be
+// positive, when cost is zero) at capacity per second, and false when that
+// can never happen because it exceeds the cap or the capacity is zero.
+func (c *credit) readyAt(cost uint64, capacity uint32, interval time.Duration) (time.Time, bool) {
+	if capacity == 0 {
+		return time.Time{}, false
+	}
+	need := int64(1)
+	if cost > 0 {
+		n := satMulU(cost, uint64(nanoPerCost))
+		if n > math.MaxInt64/2 {
+			return time.Time{}, false
+		}
+		need = int64(n)
+	}
+	if need > satMul(uint64(capacity), uint64(interval)) {
+		return time.Time{}, false
+	}
+	missing := need - c.balance
+	if missing <= 0 {
+		return c.last, true
+	}
+	wait := (missing + int64(capacity) - 1) / int64(capacity) // nanoseconds, rounded up
+	return c.last.Add(time.Duration(wait)), true
+}
+
+// satMul multiplies without overflow, saturating at a quarter of the int64
+// range so that sums of a few such values stay representable.
+func satMul(a, b uint64) int64 {
+	return int64(satMulU(a, b))
+}
+
+func satMulU(a, b uint64) uint64 {
+	const ceiling = math.MaxInt64 / 4
+	hi, lo := bits.Mul64(a, b)
+	if hi != 0 || lo > ceiling {
+		return ceiling
+	}
+	return lo
+}

@@ -1,0 +1,165 @@
+package batcher
+
+import "context"
+
+// Enqueue adds op to the buffer. It checks, in this order, and changes
+// nothing when it refuses: op is nil (NoOperationError); op has no watcher
+// (NoWatcherError); op costs more than the rate limiter's MaxCapacity
+// (TooExpensiveError); op reached its watcher's MaxAttempts
+// (TooManyAttemptsError); the batcher is stopped (BatcherStoppedError); the
+// buffer is full (BufferFullError with WithErrorOnFullBuffer, otherwise
+// Enqueue waits for room). Operations may be enqueued before Start.
+func (b *Batcher) Enqueue(op IOperation) error {
+	return b.enqueue(nil, op)
+}
+
+// EnqueueContext is Enqueue that gives up waiting for room in a full buffer
+// when ctx ends, returning ctx.Err() unchanged.
+func (b *Batcher) EnqueueContext(ctx context.Context, op IOperation) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	return b.enqueue(ctx, op)
+}
+
+func (b *Batcher) enqueue(ctx context.Context, op IOperation) error {
+	if err := b.validate(op); err != nil {
+		return err
+	}
+	if b.refuse.Load() {
+		return BatcherStoppedError{}
+	}
+	if !b.reserve() {
+		if err := b.waitForRoom(ctx); err != nil {
+			return err
+		}
+	}
+	b.mu.Lock()
+	if b.refuse.Load() {
+		b.mu.Unlock()
+		b.buffered.Add(-1)
+		return BatcherStoppedError{}
+	}
+	b.target.Add(int64(op.Cost()))
+	b.incoming = append(b.incoming, op)
+	b.mu.Unlock()
+	b.poke()
+	return nil
+}
+
+// validate applies the checks that do not depend on the buffer.
+func (b *Batcher) validate(op IOperation) error {
+	if op == nil {
+		return NoOperationError{}
+	}
+	if o, ok := op.(*Operation); ok && o == nil {
+		return NoOperationError{}
+	}
+	w := op.Watcher()
+	if w == nil {
+		return NoWatcherError{}
+	}
+	if x, ok := w.(*Watcher); ok && x == nil {
+		return NoWatcherError{}
+	}
+	if rl := b.cfg.limiter; rl != nil && op.Cost() > rl.MaxCapacity() {
+		return TooExpensiveError{}
+	}
+	if max := w.MaxAttempts(); max > 0 && op.Attempt() >= max {
+		return TooManyAttemptsError{}
+	}
+	return nil
+}
+
+// reserve takes a slot in the buffer if one is free.
+func (b *Batcher) reserve() bool {
+	limit := int64(b.cfg.bufferSize)
+	for {
+		n := b.buffered.Load()
+		if n >= limit {
+			return false
+		}
+		if b.buffered.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// waitForRoom blocks until a slot is reserved, or says why it cannot be.
+func (b *Batcher) waitForRoom(ctx context.Context) error {
+	if b.cfg.bufferSize == 0 {
+		return BufferNotAllocated{}
+	}
+	if b.cfg.errorOnFull || b.onLoopGoroutine() {
+		// A listener on the loop goroutine cannot wait: only that goroutine
+		// makes room.
+		return BufferFullError{}
+	}
+	var done <-chan struct{}
+	if ctx != nil {
+		done = ctx.Done()
+	}
+	b.waiters.Add(1)
+	defer b.waiters.Add(-1)
+	for {
+		ch := b.roomSignal()
+		if b.reserve() {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-done:
+			return ctx.Err()
+		case <-b.closing:
+			return BatcherStoppedError{}
+		}
+	}
+}
+
+// roomSignal returns a channel that is closed the next time room frees up.
+func (b *Batcher) roomSignal() chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.spaceCh == nil {
+		b.spaceCh = make(chan struct{})
+	}
+	return b.spaceCh
+}
+
+// signalRoom wakes every Enqueue waiting for room.
+func (b *Batcher) signalRoom() {
+	if b.waiters.Load() == 0 {
+		return
+	}
+	b.mu.Lock()
+	if b.spaceCh != nil {
+		close(b.spaceCh)
+		b.spaceCh = nil
+	}
+	b.mu.Unlock()
+}
+
+// poke wakes the loop without blocking; a pending wake-up already covers it.
+func (b *Batcher) poke() {
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+}
+
+// takeIncoming moves the operations handed over by Enqueue to the caller,
+// swapping in spare as the new queue. Loop goroutine only.
+func (b *Batcher) takeIncoming(spare []IOperation) []IOperation {
+	b.mu.Lock()
+	ops := b.incoming
+	b.incoming = spare[:0]
+	b.mu.Unlock()
+	return ops
+}
+
+// onLoopGoroutine reports whether the caller runs on the loop goroutine,
+// which is the case for listeners of most events.
+func (b *Batcher) onLoopGoroutine() bool {
+	id := b.ownerID.Load()
+	return id != 0 && id == goid()
+}

@@ -1,0 +1,147 @@
+package batcher
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+)
+
+// Start checks the settings and starts the loop that forms and releases
+// batches, asks the rate limiter for capacity and audits the target. It
+// returns InvalidSettingError for a bad With value and
+// BatcherImproperOrderError when the batcher was started or stopped before.
+func (b *Batcher) Start() error {
+	if err := b.cfg.invalid; err != nil && b.state.Load() == stateNew {
+		return err
+	}
+	if !b.state.CompareAndSwap(stateNew, stateRunning) {
+		return BatcherImproperOrderError{}
+	}
+	l := newLoop(b)
+	go l.run()
+	return nil
+}
+
+// Stop stops the loop and every timer, raises the shutdown event once (val:
+// the operations left unreleased, which stay counted by OperationsInBuffer)
+// and refuses further operations with BatcherStoppedError. It is idempotent
+// and returns once the loop has ended, except when called by a listener on
+// the loop itself, which it cannot wait for. Watcher callbacks already
+// running are not waited for; use Shutdown for a graceful stop.
+func (b *Batcher) Stop() {
+	b.stopOnce.Do(func() {
+		b.mu.Lock()
+		b.refuse.Store(true)
+		prev := b.state.Swap(stateStopped)
+		b.mu.Unlock()
+		b.closeIntake()
+		if prev == stateRunning {
+			close(b.stopReq)
+			return
+		}
+		b.listeners.emit(ShutdownEvent, int(b.OperationsInBuffer()), "", nil)
+		close(b.loopDone)
+	})
+	if !b.onLoopGoroutine() {
+		<-b.loopDone
+	}
+}
+
+// closeIntake wakes every Enqueue waiting for room so it can fail.
+func (b *Batcher) closeIntake() {
+	b.closingOnce.Do(func() { close(b.closing) })
+}
+
+// Shutdown stops the batcher gracefully: it refuses new operations at once,
+// keeps releasing buffered operations within capacity (batches being formed
+// are released without waiting for the flush interval), waits for running
+// callbacks, then stops. It returns nil when every operation was released
+// and every callback returned; otherwise a ShutdownIncompleteError that gives
+// the number never released and wraps ctx.Err() (or the reason the wait ended).
+// Either way the batcher is stopped when it returns.
+func (b *Batcher) Shutdown(ctx context.Context) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	b.mu.Lock()
+	b.refuse.Store(true)
+	b.mu.Unlock()
+	b.closeIntake()
+	var reason error
+	switch {
+	case b.state.Load() != stateRunning:
+		reason = BatcherImproperOrderError{}
+	case b.onLoopGoroutine():
+		reason = fmt.Errorf("batcher: Shutdown called from a listener on the loop goroutine cannot wait")
+	default:
+		reason = b.awaitDrain(ctx)
+	}
+	b.Stop()
+	n := b.OperationsInBuffer()
+	if reason == nil {
+		return nil
+	}
+	if _, neverRan := reason.(BatcherImproperOrderError); neverRan && n == 0 {
+		return nil
+	}
+	return ShutdownIncompleteError{Unreleased: n, Err: reason}
+}
+
+// awaitDrain asks the loop to drain and waits for it, for ctx, or for a
+// concurrent Stop.
+func (b *Batcher) awaitDrain(ctx context.Context) error {
+	b.draining.Store(true)
+	b.poke()
+	select {
+	case <-b.drained:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-b.loopDone:
+		return BatcherStoppedError{}
+	}
+}
+
+// runBatch hands a batch to its watcher on the batch's own goroutine. A panic
+// in the callback is reported as an error event and the batch counts as done.
+func (b *Batcher) runBatch(w IWatcher, ops []IOperation, ib *inflightBatch) {
+	defer b.finishBatch(ib)
+	defer func() {
+		if r := recover(); r != nil {
+			b.listeners.emit(ErrorEvent, len(ops), fmt.Sprintf("batcher: watcher callback panicked: %v", r), ops)
+		}
+	}()
+	w.ProcessBatch(ops)
+}
+
+// finishBatch is called when a callback returns.
+func (b *Batcher) finishBatch(ib *inflightBatch) {
+	b.markDone(ib)
+	b.inflight.Add(-1)
+	if b.cfg.maxConcurrent > 0 || b.draining.Load() {
+		b.poke()
+	}
+}
+
+// markDone takes a batch's cost out of the target, once, whichever of its
+// callback's return and its deadline comes first.
+func (b *Batcher) markDone(ib *inflightBatch) {
+	if ib.done.CompareAndSwap(false, true) {
+		subFloor(&b.target, ib.cost)
+	}
+}
+
+// subFloor subtracts v from a without going below zero: an audit may have
+// reset the target while a batch was still counted in it.
+func subFloor(a *atomic.Int64, v int64) {
+	for {
+		cur := a.Load()
+		next := cur - v
+		if next < 0 {
+			next = 0
+		}
+		if a.CompareAndSwap(cur, next) {
+			return
+		}
+	}
+}

@@ -1,0 +1,390 @@
+package batcher
+
+import (
+	"fmt"
+	"time"
+)
+
+// loop is the state owned by a Batcher's loop goroutine: the batches being
+// formed, the batches ready to go, the credit, the pause state and the
+// timers. Nothing here is touched by any other goroutine.
+type loop struct {
+	b     *Batcher
+	cfg   config
+	clock Clock
+
+	open     map[IWatcher]*pending // the batch being formed, per watcher
+	openList []*pending            // batches opened since the last flush, in order
+	ready    []*pending            // closed batches in release order, from readyHead
+	head     int
+	spare    []IOperation
+
+	credit      credit
+	capacity    uint32 // the limiter's capacity at the last release decision
+	waitCost    uint64 // what the head of ready waits for, when waiting
+	waiting     bool   // the head of ready waits for credit
+	pause       pauser
+	deadlines   deadlines
+	lastRelease time.Time
+	draining    bool
+	drained     bool
+
+	flushT, capT, auditT Ticker
+	timer, pauseTimer    Timer
+	timerAt              time.Time // when timer fires; zero when disarmed
+}
+
+// pending is a batch of one watcher's operations, being formed or ready.
+type pending struct {
+	w    IWatcher
+	ops  []IOperation
+	cost uint64
+	open bool
+}
+
+func newLoop(b *Batcher) *loop {
+	cfg := b.cfg
+	if cfg.maxPauseTime == 0 {
+		cfg.maxPauseTime = 8 * cfg.pauseTime
+	}
+	if cfg.maxPauseTime < cfg.pauseTime {
+		cfg.maxPauseTime = cfg.pauseTime
+	}
+	c := cfg.clock
+	l := &loop{
+		b: b, cfg: cfg, clock: c,
+		open:   make(map[IWatcher]*pending),
+		pause:  pauser{base: cfg.pauseTime, max: cfg.maxPauseTime},
+		flushT: c.NewTicker(cfg.flushInterval),
+		capT:   c.NewTicker(cfg.capacityInterval),
+		auditT: c.NewTicker(cfg.auditInterval),
+	}
+	l.timer = c.NewTimer(time.Hour)
+	l.timer.Stop()
+	l.pauseTimer = c.NewTimer(time.Hour)
+	l.pauseTimer.Stop()
+	if cfg.limiter != nil {
+		l.credit.accrue(c.Now(), 0, cfg.flushInterval)
+	}
+	return l
+}
+
+// run is the loop goroutine.
+func (l *loop) run() {
+	b := l.b
+	b.ownerID.Store(goid())
+	defer close(b.loopDone)
+	l.step()
+	for {
+		select {
+		case <-b.stopReq:
+			l.finish()
+			return
+		case <-b.wake:
+		case <-l.flushT.C():
+			l.flush()
+		case <-b.flushReq:
+			l.flush()
+		case <-l.capT.C():
+			l.requestCapacity()
+		case <-l.auditT.C():
+			l.audit()
+		case <-b.pauseReq:
+			l.applyPauses()
+		case <-l.pauseTimer.C():
+			l.resume()
+		case <-l.timer.C():
+			l.timerAt = time.Time{}
+		}
+		l.step()
+	}
+}
+
+// step is run after every event: it takes new operations, retires batches
+// past their deadline, releases what the credit allows, and re-arms the timer.
+func (l *loop) step() {
+	now := l.clock.Now()
+	l.intake()
+	if !l.draining && l.b.draining.Load() {
+		l.draining = true
+	}
+	if l.draining {
+		l.closeAll()
+	}
+	l.deadlines.expire(now, l.b.markDone)
+	l.release(now, l.draining)
+	l.arm(now)
+	if l.draining && !l.drained && l.b.buffered.Load() == 0 && l.b.inflight.Load() == 0 {
+		l.drained = true
+		close(l.b.drained)
+	}
+}
+
+// finish stops the timers and raises the shutdown event.
+func (l *loop) finish() {
+	l.flushT.Stop()
+	l.capT.Stop()
+	l.auditT.Stop()
+	l.timer.Stop()
+	l.pauseTimer.Stop()
+	l.intake()
+	l.b.listeners.emit(ShutdownEvent, int(l.b.OperationsInBuffer()), "", nil)
+}
+
+// intake routes the operations handed over by Enqueue into batches.
+func (l *loop) intake() {
+	ops := l.b.takeIncoming(l.spare)
+	for _, op := range ops {
+		l.route(op)
+	}
+	clear(ops)
+	l.spare = ops[:0]
+}
+
+// route puts op in its watcher's batch. A non-batchable op closes the batch
+// being formed (so the watcher's operations keep their order) and goes alone.
+func (l *loop) route(op IOperation) {
+	w := op.Watcher()
+	p := l.open[w]
+	if !op.IsBatchable() {
+		if p != nil {
+			l.closeBatch(p)
+		}
+		l.ready = append(l.ready, &pending{w: w, ops: []IOperation{op}, cost: uint64(op.Cost())})
+		return
+	}
+	max := w.MaxBatchSize()
+	if p == nil {
+		size := max
+		if size == 0 || size > 1024 {
+			size = 16
+		}
+		p = &pending{w: w, ops: make([]IOperation, 0, size), open: true}
+		l.open[w] = p
+		l.openList = append(l.openList, p)
+	}
+	p.ops = append(p.ops, op)
+	p.cost += uint64(op.Cost())
+	if max > 0 && uint32(len(p.ops)) >= max {
+		l.closeBatch(p)
+	}
+}
+
+// closeBatch moves a batch being formed to the ready queue.
+func (l *loop) closeBatch(p *pending) {
+	p.open = false
+	delete(l.open, p.w)
+	l.ready = append(l.ready, p)
+}
+
+// closeAll closes every batch being formed, oldest first.
+func (l *loop) closeAll() {
+	for _, p := range l.openList {
+		if p.open {
+			l.closeBatch(p)
+		}
+	}
+	clear(l.openList)
+	l.openList = l.openList[:0]
+}
+
+// flush handles the flush interval and Flush: partial batches are released
+// within the credit, splitting a batch when the credit covers only part.
+func (l *loop) flush() {
+	now := l.clock.Now()
+	if l.pause.paused(now) {
+		return
+	}
+	l.intake()
+	l.closeAll()
+	l.release(now, true)
+}
+
+// release hands ready batches to their watchers, in order, while the credit
+// and the concurrency limit allow. Between flushes a batch of several
+// operations goes only when the credit pays for all of it, so batches are
+// not cut up; at a flush (or while draining) it may be split.
+func (l *loop) release(now time.Time, split bool) {
+	l.waiting = false
+	if l.pause.paused(now) {
+		return
+	}
+	limited := l.cfg.limiter != nil
+	if limited {
+		l.capacity = l.cfg.limiter.Capacity()
+		l.credit.accrue(now, l.capacity, l.cfg.flushInterval)
+	}
+	for l.head < len(l.ready) {
+		if l.cfg.maxConcurrent > 0 && l.b.inflight.Load() >= int64(l.cfg.maxConcurrent) {
+			break
+		}
+		p := l.ready[l.head]
+		n := len(p.ops)
+		if limited {
+			n = l.affordable(p, split)
+		}
+		if n == 0 {
+			l.waiting = true
+			break
+		}
+		l.dispatch(p, n, now)
+		if len(p.ops) == 0 {
+			l.ready[l.head] = nil
+			l.head++
+		}
+	}
+	l.compactReady()
+}
+
+// affordable spends credit on the head batch and returns how many of its
+// operations may go now; waitCost records what it waits for otherwise.
+func (l *loop) affordable(p *pending, split bool) int {
+	if !split && len(p.ops) > 1 && !l.credit.covers(p.cost) {
+		l.waitCost = p.cost
+		return 0
+	}
+	n := 0
+	for _, op := range p.ops {
+		if !l.credit.spend(op.Cost()) {
+			break
+		}
+		n++
+	}
+	l.waitCost = 0
+	return n
+}
+
+// compactReady drops released entries from the front of the ready queue.
+func (l *loop) compactReady() {
+	if l.head == len(l.ready) {
+		l.ready = l.ready[:0]
+		l.head = 0
+		return
+	}
+	if l.head > 1024 && l.head > len(l.ready)/2 {
+		n := copy(l.ready, l.ready[l.head:])
+		clear(l.ready[n:])
+		l.ready = l.ready[:n]
+		l.head = 0
+	}
+}
+
+// dispatch releases the first n operations of p as one batch.
+func (l *loop) dispatch(p *pending, n int, now time.Time) {
+	ops := p.ops[:n:n]
+	cost := p.cost
+	if n < len(p.ops) {
+		cost = 0
+		for _, op := range ops {
+			cost += uint64(op.Cost())
+		}
+	}
+	p.ops = p.ops[n:]
+	p.cost -= cost
+	for _, op := range ops {
+		op.MakeAttempt()
+	}
+	b := l.b
+	b.buffered.Add(-int64(n))
+	b.signalRoom()
+	limit := p.w.MaxOperationTime()
+	if limit <= 0 {
+		limit = l.cfg.maxOperationTime
+	}
+	ib := &inflightBatch{cost: int64(cost), deadline: now.Add(limit)}
+	l.deadlines.add(ib, int(b.inflight.Load()))
+	b.inflight.Add(1)
+	l.lastRelease = now
+	if l.cfg.emitBatch {
+		b.listeners.emit(BatchEvent, n, "", ops)
+	}
+	go b.runBatch(p.w, ops, ib)
+}
+
+// arm sets the timer for the next moment something can happen without
+// another event: the credit paying for the waiting batch, or a deadline.
+func (l *loop) arm(now time.Time) {
+	var at time.Time
+	if l.waiting && !l.pause.paused(now) {
+		if t, ok := l.credit.readyAt(l.waitCost, l.capacity, l.cfg.flushInterval); ok {
+			at = t
+		}
+	}
+	if t, ok := l.deadlines.expire(now, l.b.markDone); ok && (at.IsZero() || t.Before(at)) {
+		at = t
+	}
+	if at.Equal(l.timerAt) {
+		return
+	}
+	l.timerAt = at
+	if at.IsZero() {
+		l.timer.Stop()
+		return
+	}
+	d := at.Sub(now)
+	if d <= 0 {
+		d = time.Nanosecond
+	}
+	l.timer.Reset(d)
+}
+
+// requestCapacity asks the rate limiter for the target.
+func (l *loop) requestCapacity() {
+	if l.cfg.limiter == nil || l.pause.paused(l.clock.Now()) {
+		return
+	}
+	target := l.b.NeedsCapacity()
+	l.cfg.limiter.GiveMe(target)
+	l.b.listeners.emit(RequestEvent, int(target), "", nil)
+}
+
+// audit checks that the target is zero when nothing can be outstanding:
+// the buffer is empty and the last release is older than the maximum
+// operation time. A target above zero then is a leak, and it is reset.
+func (l *loop) audit() {
+	now := l.clock.Now()
+	if l.pause.paused(now) {
+		return
+	}
+	b := l.b
+	recent := !l.lastRelease.IsZero() && now.Sub(l.lastRelease) < l.cfg.maxOperationTime
+	if b.buffered.Load() > 0 || recent {
+		b.listeners.emit(AuditSkipEvent, 0, "", nil)
+		return
+	}
+	t := b.target.Load()
+	if t <= 0 {
+		b.listeners.emit(AuditPassEvent, 0, "", nil)
+		return
+	}
+	if !b.target.CompareAndSwap(t, 0) {
+		b.listeners.emit(AuditSkipEvent, 0, "", nil)
+		return
+	}
+	msg := fmt.Sprintf("batcher: target was %d with nothing outstanding; it was reset to 0", t)
+	b.listeners.emit(AuditFailEvent, int(clampU32(t)), msg, nil)
+}
+
+// applyPauses applies the Pause calls made since the last time.
+func (l *loop) applyPauses() {
+	n := l.b.pauses.Swap(0)
+	for i := int32(0); i < n; i++ {
+		now := l.clock.Now()
+		length, _ := l.pause.pause(now)
+		l.pauseTimer.Reset(l.pause.until.Sub(now))
+		l.b.listeners.emit(PauseEvent, int(length.Milliseconds()), "", nil)
+	}
+}
+
+// resume ends a pause whose time has come.
+func (l *loop) resume() {
+	now := l.clock.Now()
+	length, ok := l.pause.resume(now)
+	if !ok {
+		if l.pause.paused(now) {
+			l.pauseTimer.Reset(l.pause.until.Sub(now))
+		}
+		return
+	}
+	l.b.listeners.emit(ResumeEvent, int(length.Milliseconds()), "", nil)
+}
