@@ -1,0 +1,306 @@
+package redislease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/costwise/batcher"
+	"github.com/redis/go-redis/v9"
+)
+
+// DefaultKeyPrefix is the key prefix New uses when it is given an empty one.
+// An empty hash tag would not pin the keys to one slot of a Redis Cluster.
+const DefaultKeyPrefix = "batcher"
+
+// Manager is a batcher.LeaseManager that keeps partitions, leases and demand
+// in Redis. All its keys start with the hash tag {prefix}, so every script
+// touches a single slot and runs unchanged on a single server, behind
+// Sentinel, or on a Redis Cluster. Lease expiry and demand expiry are
+// measured by the Redis server's clock, never by the caller's.
+//
+// A Manager is safe for concurrent use. It holds no goroutines and no state
+// besides its configuration; closing the client is the caller's business.
+type Manager struct {
+	client     redis.UniversalClient
+	tag        string // "{prefix}", the start of every key
+	partitions string // set of the indexes of provisioned partitions
+	demand     string // hash owner -> "partitions:expiresAtMillis"
+	address    string // shown in provisioning events
+	acks       int    // replicas that must acknowledge a lease write; 0 waits for none
+	ackTimeout time.Duration
+}
+
+var _ batcher.LeaseManager = (*Manager)(nil)
+
+// Option configures a Manager made by New or NewSharedResource.
+type Option func(*Manager)
+
+// WithAddress sets the address shown in the msg of the provisioning events
+// (CreatedContainerEvent, VerifiedContainerEvent) in place of the one read
+// from the client's options. The events then carry "redis://address/{prefix}".
+func WithAddress(address string) Option {
+	return func(m *Manager) { m.address = address }
+}
+
+// WithReplicaAcks makes Acquire and Renew wait, with the WAIT command, until
+// at least replicas replicas have acknowledged the lease write, for at most
+// timeout. When fewer acknowledge in time, Acquire releases the lease again
+// and returns a ReplicationError, and Renew returns one (the lease was
+// extended on the primary, but a failover could lose the extension). The
+// default, zero replicas, waits for none. It narrows, without closing, the
+// window in which a failover loses a lease; see the package documentation.
+// It needs a *redis.Client (single server or Sentinel) or a
+// *redis.ClusterClient.
+func WithReplicaAcks(replicas int, timeout time.Duration) Option {
+	return func(m *Manager) {
+		m.acks = max(replicas, 0)
+		m.ackTimeout = max(timeout, time.Millisecond)
+	}
+}
+
+// New returns a Manager that keeps the partitions, leases and demand of one
+// shared resource in Redis under keys starting with "{keyPrefix}:". Every
+// replica that shares the capacity must use the same keyPrefix; an empty one
+// becomes DefaultKeyPrefix. The client may be a single-server, Sentinel
+// (failover) or cluster client.
+func New(client redis.UniversalClient, keyPrefix string, opts ...Option) *Manager {
+	if keyPrefix == "" {
+		keyPrefix = DefaultKeyPrefix
+	}
+	tag := "{" + keyPrefix + "}"
+	m := &Manager{
+		client:     client,
+		tag:        tag,
+		partitions: tag + ":partitions",
+		demand:     tag + ":demand",
+		address:    clientAddress(client),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// leaseKey is the key of the lease on partition i.
+func (m *Manager) leaseKey(i int) string {
+	return m.tag + ":lease:" + strconv.Itoa(i)
+}
+
+// clientAddress names the server(s) a client talks to, for event messages.
+func clientAddress(client redis.UniversalClient) string {
+	switch c := client.(type) {
+	case *redis.Client:
+		return c.Options().Addr
+	case *redis.ClusterClient:
+		return strings.Join(c.Options().Addrs, ",")
+	}
+	return ""
+}
+
+// URL returns "redis://address/{prefix}", the name provisioning events give
+// to the resource's keys.
+func (m *Manager) URL() string {
+	return "redis://" + m.address + "/" + m.tag
+}
+
+// Provision makes sure partitions 0..count-1 exist, in one script. The set of
+// partition indexes plays the part of Azure's container: CreatedContainerEvent
+// when this call created it (the store was empty), VerifiedContainerEvent
+// otherwise, then CreatedBlobEvent or VerifiedBlobEvent per partition.
+func (m *Manager) Provision(ctx context.Context, count int, report func(event string, val int, msg string)) error {
+	if count < 1 || count > batcher.MaxPartitions {
+		return fmt.Errorf("redislease: cannot provision %d partitions; the range is 1 to %d", count, batcher.MaxPartitions)
+	}
+	res, err := provisionScript.Run(ctx, m.client, []string{m.partitions}, count).Slice()
+	if err != nil {
+		return m.fail(ctx, "provision", err)
+	}
+	created, flags, ok := parseProvision(res, count)
+	if !ok {
+		return fmt.Errorf("redislease: provision got an unexpected reply %v", res)
+	}
+	if report == nil {
+		return nil
+	}
+	if created {
+		report(batcher.CreatedContainerEvent, 0, m.URL())
+	} else {
+		report(batcher.VerifiedContainerEvent, 0, m.URL())
+	}
+	for i := 0; i < count; i++ {
+		if flags[i] == '1' {
+			report(batcher.CreatedBlobEvent, i, "")
+		} else {
+			report(batcher.VerifiedBlobEvent, i, "")
+		}
+	}
+	return nil
+}
+
+// parseProvision decodes the reply of provisionScript.
+func parseProvision(res []interface{}, count int) (created bool, flags string, ok bool) {
+	if len(res) != 2 {
+		return false, "", false
+	}
+	n, ok1 := res[0].(int64)
+	flags, ok2 := res[1].(string)
+	if !ok1 || !ok2 || len(flags) != count {
+		return false, "", false
+	}
+	return n == 1, flags, true
+}
+
+// Snapshot reads the partitions and the live demand records in one script,
+// at one instant of the server's clock, pruning the records that lapsed.
+func (m *Manager) Snapshot(ctx context.Context, count int) (batcher.LeaseSnapshot, error) {
+	if count < 0 || count > batcher.MaxPartitions {
+		return batcher.LeaseSnapshot{}, fmt.Errorf("redislease: cannot read %d partitions; the range is 0 to %d", count, batcher.MaxPartitions)
+	}
+	keys := make([]string, 2, count+2)
+	keys[0], keys[1] = m.partitions, m.demand
+	for i := 0; i < count; i++ {
+		keys = append(keys, m.leaseKey(i))
+	}
+	res, err := snapshotScript.Run(ctx, m.client, keys).Slice()
+	if err != nil {
+		return batcher.LeaseSnapshot{}, m.fail(ctx, "snapshot", err)
+	}
+	snap, ok := parseSnapshot(res, count)
+	if !ok {
+		return batcher.LeaseSnapshot{}, fmt.Errorf("redislease: snapshot got an unexpected reply %v", res)
+	}
+	return snap, nil
+}
+
+// parseSnapshot decodes the reply of snapshotScript.
+func parseSnapshot(res []interface{}, count int) (batcher.LeaseSnapshot, bool) {
+	if len(res) == 0 || len(res)%2 != 1 {
+		return batcher.LeaseSnapshot{}, false
+	}
+	states, ok := res[0].(string)
+	if !ok || len(states) != count {
+		return batcher.LeaseSnapshot{}, false
+	}
+	snap := batcher.LeaseSnapshot{
+		Partitions: make([]batcher.PartitionState, count),
+		Demands:    make(map[string]uint32, (len(res)-1)/2),
+	}
+	for i := 0; i < count; i++ {
+		switch states[i] {
+		case '1':
+			snap.Partitions[i] = batcher.PartitionFree
+		case '2':
+			snap.Partitions[i] = batcher.PartitionLeased
+		default:
+			snap.Partitions[i] = batcher.PartitionMissing
+		}
+	}
+	for j := 1; j < len(res); j += 2 {
+		owner, ok1 := res[j].(string)
+		text, ok2 := res[j+1].(string)
+		n, err := strconv.ParseUint(text, 10, 32)
+		if !ok1 || !ok2 || err != nil {
+			return batcher.LeaseSnapshot{}, false
+		}
+		snap.Demands[owner] = uint32(n)
+	}
+	return snap, true
+}
+
+// Acquire takes the lease on partition for owner with SET NX PX inside a
+// script that first checks that the partition exists.
+func (m *Manager) Acquire(ctx context.Context, partition int, owner string, d time.Duration) error {
+	if err := m.leaseWrite(ctx, "acquire", acquireScript, partition, owner, d); err != nil {
+		var repl ReplicationError
+		if errors.As(err, &repl) {
+			// Do not leave behind a lease the caller will not count; if the
+			// release fails too, the lease simply expires after d.
+			_ = m.Release(context.WithoutCancel(ctx), partition, owner)
+		}
+		return err
+	}
+	return nil
+}
+
+// Renew extends owner's lease on partition to d from now, by the server's
+// clock, when owner holds it.
+func (m *Manager) Renew(ctx context.Context, partition int, owner string, d time.Duration) error {
+	return m.leaseWrite(ctx, "renew", renewScript, partition, owner, d)
+}
+
+// Release deletes owner's lease on partition when owner holds it.
+func (m *Manager) Release(ctx context.Context, partition int, owner string) error {
+	keys := []string{m.partitions, m.leaseKey(partition)}
+	n, err := releaseScript.Run(ctx, m.client, keys, partition, owner).Int()
+	if err != nil {
+		return m.fail(ctx, "release", err)
+	}
+	return leaseResult(n, partition)
+}
+
+// PublishDemand records owner's demand with an expiry computed from the
+// server's clock; zero deletes the record.
+func (m *Manager) PublishDemand(ctx context.Context, owner string, partitions uint32, ttl time.Duration) error {
+	if partitions == 0 {
+		if err := m.client.HDel(ctx, m.demand, owner).Err(); err != nil {
+			return m.fail(ctx, "withdraw demand", err)
+		}
+		return nil
+	}
+	err := publishScript.Run(ctx, m.client, []string{m.demand}, owner, partitions, millis(ttl)).Err()
+	if err != nil {
+		return m.fail(ctx, "publish demand", err)
+	}
+	return nil
+}
+
+// leaseWrite runs acquireScript or renewScript and, when configured, waits
+// for replicas to acknowledge the write.
+func (m *Manager) leaseWrite(ctx context.Context, op string, script *redis.Script, partition int, owner string, d time.Duration) error {
+	keys := []string{m.partitions, m.leaseKey(partition)}
+	args := []interface{}{partition, owner, millis(d)}
+	if m.acks > 0 {
+		return m.leaseWriteAcked(ctx, op, script, keys, args, partition)
+	}
+	n, err := script.Run(ctx, m.client, keys, args...).Int()
+	if err != nil {
+		return m.fail(ctx, op, err)
+	}
+	return leaseResult(n, partition)
+}
+
+// leaseResult maps a lease script's answer to the LeaseManager's errors.
+func leaseResult(n, partition int) error {
+	switch n {
+	case resultOK:
+		return nil
+	case resultMissing:
+		return batcher.PartitionMissingError{Partition: partition}
+	case resultConflict:
+		return batcher.LeaseConflictError{Partition: partition}
+	}
+	return fmt.Errorf("redislease: partition %d: unexpected script result %d", partition, n)
+}
+
+// fail returns the context's error unchanged when the context ended, and
+// otherwise err wrapped with the operation that failed.
+func (m *Manager) fail(ctx context.Context, op string, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return ctxErr
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return fmt.Errorf("redislease: %s on %s: %w", op, m.URL(), err)
+}
+
+// millis converts d to the whole milliseconds PX and PEXPIRE take, rounding
+// up so that a positive duration never becomes zero.
+func millis(d time.Duration) int64 {
+	ms := (d + time.Millisecond - 1) / time.Millisecond
+	return max(int64(ms), 1)
+}
