@@ -1,0 +1,245 @@
+package batcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// maxParallel bounds the storage calls a pass makes at once.
+const maxParallel = 8
+
+// releaseTimeout bounds the releases Stop makes.
+const releaseTimeout = 2 * time.Second
+
+// callResult is the outcome of one lease call on a partition.
+type callResult struct {
+	partition int
+	sent      time.Time // when the request was sent
+	err       error
+}
+
+// each calls call for every partition, at most maxParallel at a time, each
+// with its own timeout, and returns when all have returned. The goroutines
+// it starts end before it returns. A panicking LeaseManager becomes an
+// error rather than a crash.
+func (r *SharedResource) each(ctx context.Context, partitions []int, call func(context.Context, int) error) []callResult {
+	results := make([]callResult, len(partitions))
+	sem := make(chan struct{}, maxParallel)
+	var wg sync.WaitGroup
+	for k, p := range partitions {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			cctx, cancel := context.WithTimeout(ctx, r.callTimeout())
+			defer cancel()
+			results[k] = callResult{partition: p, sent: r.clock.Now()}
+			results[k].err = r.stats.count(guard(func() error { return call(cctx, p) }))
+		}()
+	}
+	wg.Wait()
+	return results
+}
+
+// guard runs fn and turns a panic into an error.
+func guard(fn func() error) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("batcher: lease manager panicked: %v", v)
+		}
+	}()
+	return fn()
+}
+
+// isConflict reports whether err is a LeaseConflictError.
+func isConflict(err error) bool {
+	var conflict LeaseConflictError
+	return errors.As(err, &conflict)
+}
+
+// dropLost forgets leases that surely ended at the store (their renewal
+// kept failing) and gives up partitions beyond count (the shared capacity
+// shrank).
+func (r *SharedResource) dropLost(ctx context.Context, st *loopState, now time.Time, count int) {
+	for _, p := range st.table.expired(now) {
+		delete(st.table, p)
+		r.publishView(st)
+		r.stats.releases.Add(1)
+		r.listeners.emit(ReleasedEvent, p, "lease expired before it could be renewed", nil)
+	}
+	var beyond []int
+	for _, p := range st.table.indexes() {
+		if p >= count {
+			beyond = append(beyond, p)
+		}
+	}
+	r.release(ctx, st, beyond, "partition beyond the shared capacity")
+}
+
+// releaseAbove gives up the leases beyond target, those others prefer
+// first.
+func (r *SharedResource) releaseAbove(ctx context.Context, st *loopState, target int, why string) {
+	excess := len(st.table) - max(target, 0)
+	if excess <= 0 {
+		return
+	}
+	order := releaseOrder(r.owner, st.table.indexes(), st.homeLo, st.homeHi)
+	r.release(ctx, st, order[:excess], why)
+}
+
+// release gives up partitions. They stop counting as capacity before the
+// store is asked to end their leases, so this instance never counts a
+// partition another may already have taken.
+func (r *SharedResource) release(ctx context.Context, st *loopState, partitions []int, why string) {
+	if len(partitions) == 0 {
+		return
+	}
+	for _, p := range partitions {
+		delete(st.table, p)
+	}
+	r.publishView(st)
+	r.emitCapacity(r.Capacity(), false)
+	results := r.each(ctx, partitions, func(cctx context.Context, p int) error {
+		return r.mgr.Release(cctx, p, r.owner)
+	})
+	for _, res := range results {
+		r.stats.releases.Add(1)
+		r.listeners.emit(ReleasedEvent, res.partition, why, nil)
+		// A conflict means the lease had already ended; any other error
+		// leaves it to expire at the store, which is safe, but is worth
+		// reporting.
+		if res.err != nil && !isConflict(res.err) {
+			r.fail(ctx, st, fmt.Sprintf("release partition %d", res.partition), res.err)
+		}
+	}
+}
+
+// renewDue renews the leases whose renewal time has come. A lease lost to
+// a conflict is dropped at once; one whose renewal failed otherwise is kept
+// (it may still be ours) and retried until it expires.
+func (r *SharedResource) renewDue(ctx context.Context, st *loopState, now time.Time) {
+	due := st.table.dueForRenewal(now)
+	if len(due) == 0 {
+		return
+	}
+	results := r.each(ctx, due, func(cctx context.Context, p int) error {
+		return r.mgr.Renew(cctx, p, r.owner, r.leaseDuration)
+	})
+	for _, res := range results {
+		switch {
+		case res.err == nil:
+			st.table[res.partition] = newHeldLease(res.sent, r.leaseDuration)
+			r.stats.renewals.Add(1)
+		case isConflict(res.err):
+			delete(st.table, res.partition)
+			r.publishView(st)
+			r.stats.releases.Add(1)
+			r.listeners.emit(ReleasedEvent, res.partition, "lease lost", nil)
+		default:
+			r.fail(ctx, st, fmt.Sprintf("renew partition %d", res.partition), res.err)
+		}
+	}
+	r.publishView(st)
+}
+
+// acquire tries to lease partitions and adds those won to the table.
+func (r *SharedResource) acquire(ctx context.Context, st *loopState, partitions []int) {
+	if len(partitions) == 0 {
+		return
+	}
+	results := r.each(ctx, partitions, func(cctx context.Context, p int) error {
+		return r.mgr.Acquire(cctx, p, r.owner, r.leaseDuration)
+	})
+	for _, res := range results {
+		switch {
+		case res.err == nil:
+			st.table[res.partition] = newHeldLease(res.sent, r.leaseDuration)
+			delete(st.uncertain, res.partition)
+		case isConflict(res.err):
+			r.listeners.emit(FailedEvent, res.partition, "", nil)
+		default:
+			// The store may have granted the lease before the call failed;
+			// Stop releases such partitions in case.
+			st.uncertain[res.partition] = true
+			r.fail(ctx, st, fmt.Sprintf("acquire partition %d", res.partition), res.err)
+		}
+	}
+	r.publishView(st)
+	for _, res := range results {
+		if res.err == nil {
+			r.stats.acquisitions.Add(1)
+			r.listeners.emit(AllocatedEvent, res.partition, "", nil)
+		}
+	}
+}
+
+// rebalance reads a snapshot, computes this instance's fair share, gives
+// back what is above it and acquires free partitions up to it.
+func (r *SharedResource) rebalance(ctx context.Context, st *loopState, wanted, count int, now time.Time) {
+	cctx, cancel := context.WithTimeout(ctx, r.callTimeout())
+	snap, err := r.mgr.Snapshot(cctx, count)
+	cancel()
+	st.lastList = now
+	if r.stats.count(err) != nil {
+		r.fail(ctx, st, "snapshot", err)
+		return
+	}
+	demands := make(map[string]uint32, len(snap.Demands)+1)
+	for o, d := range snap.Demands {
+		demands[o] = d
+	}
+	demands[r.owner] = uint32(wanted)
+	shares := fairShares(count, demands)
+	st.share = shares[r.owner]
+	st.homeLo, st.homeHi = homeRange(r.owner, shares)
+	target := min(wanted, st.share)
+	r.releaseAbove(ctx, st, target, "above fair share")
+	var free []int
+	for p, state := range snap.Partitions {
+		switch {
+		case state == PartitionMissing:
+			st.provision = true
+		case state == PartitionFree && !hasPartition(st.table, p):
+			free = append(free, p)
+		}
+	}
+	order := acquireOrder(r.owner, free, st.homeLo, st.homeHi)
+	r.acquire(ctx, st, order[:min(max(target-len(st.table), 0), len(order))])
+	if len(st.table) < target {
+		st.listAt = now.Add(r.jitter(0.5, 1))
+	} else {
+		st.listAt = now.Add(r.jitter(1.5, 2.5))
+	}
+}
+
+// hasPartition reports whether the table holds p.
+func hasPartition(t leaseTable, p int) bool {
+	_, ok := t[p]
+	return ok
+}
+
+// shutdown gives everything back when the loop ends: it stops counting the
+// leases, releases them (and partitions whose acquire had an unknown
+// outcome), and withdraws the demand, within releaseTimeout.
+func (r *SharedResource) shutdown(ctx context.Context, st *loopState) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	held := st.table.indexes()
+	r.release(cctx, st, held, "stopped")
+	unsure := make([]int, 0, len(st.uncertain))
+	for p := range st.uncertain {
+		unsure = append(unsure, p)
+	}
+	// Best effort: a conflict only means the acquire had not won.
+	r.each(cctx, unsure, func(c context.Context, p int) error { return r.mgr.Release(c, p, r.owner) })
+	if st.published > 0 {
+		if err := r.stats.count(r.mgr.PublishDemand(cctx, r.owner, 0, r.leaseDuration)); err != nil {
+			r.fail(cctx, st, "withdraw demand", err)
+		}
+	}
+	r.emitCapacity(r.reserved.Load(), false)
+}
