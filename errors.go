@@ -1,6 +1,9 @@
 package batcher
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // BatcherImproperOrderError is returned by Start when the batcher was already
 // started or has been stopped; a batcher cannot be restarted.
@@ -148,4 +151,46 @@ type InvalidSettingError struct {
 
 func (e InvalidSettingError) Error() string {
 	return fmt.Sprintf("batcher: invalid value %s for %s", e.Value, e.Setting)
+}
+
+// AzureCredentialError is returned by the Azure lease manager (and so by
+// AzureSharedResource.Provision) when no way to authenticate to the storage
+// account was configured: WithMasterKey, WithCredential or
+// WithConnectionString.
+type AzureCredentialError struct {
+	Account string
+}
+
+func (e AzureCredentialError) Error() string {
+	return fmt.Sprintf("batcher: no credential for azure storage account %q; use WithMasterKey, WithCredential or WithConnectionString", e.Account)
+}
+
+// AzureConfigError is returned by the Azure lease manager when its
+// configuration cannot address a container: an empty name, or a connection
+// string or key the SDK rejects (Err).
+type AzureConfigError struct {
+	Reason string
+	Err    error
+}
+
+func (e AzureConfigError) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("batcher: azure storage configuration: %s: %v", e.Reason, e.Err)
+	}
+	return "batcher: azure storage configuration: " + e.Reason
+}
+
+// Unwrap returns the error the SDK reported, if any.
+func (e AzureConfigError) Unwrap() error { return e.Err }
+
+// LeaseDurationError is returned when a lease duration is outside what the
+// store grants: Azure Blob Storage takes 15 to 60 seconds.
+type LeaseDurationError struct {
+	Duration time.Duration
+	Min      time.Duration
+	Max      time.Duration
+}
+
+func (e LeaseDurationError) Error() string {
+	return fmt.Sprintf("batcher: lease duration %v is outside the %v to %v the store grants", e.Duration, e.Min, e.Max)
 }
