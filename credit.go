@@ -42,12 +42,16 @@ func (c *credit) accrue(now time.Time, capacity uint32, interval time.Duration) 
 		c.balance = limit
 		return
 	}
-	gain := satMul(uint64(capacity), uint64(elapsed))
-	if gain >= limit-c.balance { // limit-balance cannot overflow: balance > -2^62
+	if capacity == 0 {
+		return
+	}
+	// missing cannot overflow: limit < 2^61 and balance > -2^63+2^62.
+	missing := uint64(limit - c.balance)
+	if uint64(elapsed) >= (missing+uint64(capacity)-1)/uint64(capacity) {
 		c.balance = limit
 		return
 	}
-	c.balance += gain
+	c.balance += int64(capacity) * int64(elapsed) // below missing, so no overflow
 }
 
 // spend takes the cost of one operation if the rules allow it: an operation

@@ -17,6 +17,7 @@ type loop struct {
 	openList []*pending            // batches opened since the last flush, in order
 	ready    []*pending            // closed batches in release order, from readyHead
 	head     int
+	free     int // ready batches of zero cost, which may pass a waiting head
 	spare    []IOperation
 
 	credit      credit
@@ -150,7 +151,7 @@ func (l *loop) route(op IOperation) {
 		if p != nil {
 			l.closeBatch(p)
 		}
-		l.ready = append(l.ready, &pending{w: w, ops: []IOperation{op}, cost: uint64(op.Cost())})
+		l.enqueueReady(&pending{w: w, ops: []IOperation{op}, cost: uint64(op.Cost())})
 		return
 	}
 	max := w.MaxBatchSize()
@@ -174,6 +175,13 @@ func (l *loop) route(op IOperation) {
 func (l *loop) closeBatch(p *pending) {
 	p.open = false
 	delete(l.open, p.w)
+	l.enqueueReady(p)
+}
+
+func (l *loop) enqueueReady(p *pending) {
+	if p.cost == 0 {
+		l.free++
+	}
 	l.ready = append(l.ready, p)
 }
 
@@ -220,20 +228,43 @@ func (l *loop) release(now time.Time, split bool) {
 		}
 		p := l.ready[l.head]
 		n := len(p.ops)
-		if limited {
+		if limited && n > 0 {
 			n = l.affordable(p, split)
 		}
-		if n == 0 {
+		if n == 0 && len(p.ops) > 0 {
 			l.waiting = true
+			l.releaseFree(now)
 			break
 		}
-		l.dispatch(p, n, now)
+		if n > 0 {
+			l.dispatch(p, n, now)
+		}
 		if len(p.ops) == 0 {
 			l.ready[l.head] = nil
 			l.head++
 		}
 	}
 	l.compactReady()
+}
+
+// releaseFree lets batches of zero cost pass a head that waits for credit,
+// since they need none, unless their watcher has an earlier batch waiting
+// (a watcher's operations keep their order).
+func (l *loop) releaseFree(now time.Time) {
+	if l.free == 0 {
+		return
+	}
+	waiting := map[IWatcher]bool{}
+	for _, p := range l.ready[l.head:] {
+		if len(p.ops) == 0 {
+			continue
+		}
+		if p.cost == 0 && !waiting[p.w] {
+			l.dispatch(p, len(p.ops), now)
+			continue
+		}
+		waiting[p.w] = true
+	}
 }
 
 // affordable spends credit on the head batch and returns how many of its
@@ -278,6 +309,9 @@ func (l *loop) dispatch(p *pending, n int, now time.Time) {
 		for _, op := range ops {
 			cost += uint64(op.Cost())
 		}
+	}
+	if p.cost == 0 {
+		l.free--
 	}
 	p.ops = p.ops[n:]
 	p.cost -= cost

@@ -176,3 +176,16 @@ func (t *fakeTicker) Stop() {
 	defer t.clock.mu.Unlock()
 	t.clock.unschedule((*fakeWaiter)(t))
 }
+
+// Next returns when the earliest pending timer or ticker falls due; ok is
+// false when none is pending. Tests use it to jump straight to the next
+// moment anything can happen.
+func (f *Fake) Next() (when time.Time, ok bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	w := f.next(time.Unix(1<<62, 0))
+	if w == nil {
+		return time.Time{}, false
+	}
+	return w.when, true
+}
