@@ -1,0 +1,436 @@
+package batcher
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
+	"github.com/google/uuid"
+	"golang.org/x/sync/errgroup"
+)
+
+// Azure accepts fixed lease durations from 15 to 60 seconds (or infinite,
+// which a shared resource never wants: a crashed holder would keep its
+// partition forever).
+const (
+	// AzureMinLeaseDuration is the shortest lease Azure Blob Storage grants.
+	AzureMinLeaseDuration = 15 * time.Second
+	// AzureMaxLeaseDuration is the longest fixed lease Azure Blob Storage
+	// grants.
+	AzureMaxLeaseDuration = 60 * time.Second
+)
+
+// provisionParallelism bounds the concurrent requests of Provision.
+const provisionParallelism = 8
+
+// AzureLeaseManager is a LeaseManager that keeps partitions as zero-byte
+// block blobs "0".."N-1" in an Azure Blob Storage container, their leases as
+// blob leases (the owner is the lease id, so owners must be UUIDs), and the
+// demand of each instance as a zero-byte blob "demand/<owner>" whose
+// metadata holds the partition count and ttl.
+//
+// Whether a demand record is live is judged with the storage service's own
+// clock: the record's Last-Modified time against the Date of the List Blobs
+// response that read it. The clocks of the instances never enter, so their
+// skew does not matter. Both values have one-second resolution, so a record
+// stays live for at least its ttl and lapses within ttl plus two seconds.
+//
+// Each method is one storage transaction, except Provision (one per
+// partition, plus a listing to delete records of owners that are long gone)
+// and Renew when asked for a duration other than the one the lease was
+// acquired with (two). Snapshot is a single List Blobs call unless the
+// container holds more than 5,000 blobs.
+//
+// Configure it with the With* methods before its first use, which builds the
+// storage client: a method called without a credential configured returns an
+// AzureCredentialError. It is safe for concurrent use.
+type AzureLeaseManager struct {
+	accountName   string
+	containerName string
+
+	mu            sync.Mutex // guards everything below
+	serviceURL    string
+	masterKey     string
+	credential    azcore.TokenCredential
+	connString    string
+	httpClient    *http.Client
+	client        *container.Client
+	leaseDuration map[leaseKey]int32 // seconds each held lease was last granted for
+}
+
+// leaseKey names one owner's lease on one partition.
+type leaseKey struct {
+	partition int
+	owner     string
+}
+
+// NewAzureLeaseManager returns a lease manager for container containerName
+// of storage account accountName, at https://<account>.blob.core.windows.net
+// unless WithServiceURL or WithConnectionString says otherwise. It needs a
+// credential: WithMasterKey, WithCredential or WithConnectionString.
+func NewAzureLeaseManager(accountName, containerName string) *AzureLeaseManager {
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	// A ramp acquires many partitions at once; keep their connections.
+	transport.MaxIdleConnsPerHost = 32
+	return &AzureLeaseManager{
+		accountName:   accountName,
+		containerName: containerName,
+		httpClient:    &http.Client{Transport: transport},
+		leaseDuration: map[leaseKey]int32{},
+	}
+}
+
+// WithMasterKey authenticates with the storage account's shared key.
+func (m *AzureLeaseManager) WithMasterKey(key string) *AzureLeaseManager {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.masterKey = key
+	return m
+}
+
+// WithCredential authenticates with Microsoft Entra ID, for instance with
+// azidentity.NewDefaultAzureCredential or a managed identity credential; the
+// identity needs the Storage Blob Data Contributor role on the container.
+// Entra ID tokens are only sent over HTTPS.
+func (m *AzureLeaseManager) WithCredential(cred azcore.TokenCredential) *AzureLeaseManager {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.credential = cred
+	return m
+}
+
+// WithConnectionString takes the endpoint and credential from a storage
+// connection string (its account key or SAS token). It overrides the account
+// name, WithServiceURL and the other credentials.
+func (m *AzureLeaseManager) WithConnectionString(connString string) *AzureLeaseManager {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.connString = connString
+	return m
+}
+
+// WithServiceURL sets the blob service endpoint, such as
+// http://127.0.0.1:10000/devstoreaccount1 for Azurite or the endpoint of a
+// sovereign cloud. The default is https://<account>.blob.core.windows.net.
+func (m *AzureLeaseManager) WithServiceURL(serviceURL string) *AzureLeaseManager {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.serviceURL = serviceURL
+	return m
+}
+
+// CloseIdleConnections closes the manager's idle HTTP connections, whose
+// reader goroutines would otherwise linger until the server times them out.
+// A later call opens new ones.
+func (m *AzureLeaseManager) CloseIdleConnections() {
+	m.httpClient.CloseIdleConnections()
+}
+
+// containerClient returns the storage client, building it on first use.
+func (m *AzureLeaseManager) containerClient() (*container.Client, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.client != nil {
+		return m.client, nil
+	}
+	c, err := m.newClient()
+	if err != nil {
+		return nil, err
+	}
+	m.client = c
+	return c, nil
+}
+
+// newClient builds the storage client from the configuration. It requires
+// m.mu.
+func (m *AzureLeaseManager) newClient() (*container.Client, error) {
+	if m.containerName == "" {
+		return nil, AzureConfigError{Reason: "the container name is empty"}
+	}
+	opts := &container.ClientOptions{ClientOptions: policy.ClientOptions{
+		Transport: m.httpClient,
+		// The shared resource retries on its own schedule and counts a
+		// lease from when its request was sent; long SDK retries would
+		// only delay what it learns.
+		Retry: policy.RetryOptions{
+			MaxRetries:    2,
+			RetryDelay:    100 * time.Millisecond,
+			MaxRetryDelay: time.Second,
+			TryTimeout:    15 * time.Second,
+		},
+		Telemetry: policy.TelemetryOptions{ApplicationID: "costwise-batcher"},
+	}}
+	if m.connString != "" {
+		c, err := container.NewClientFromConnectionString(m.connString, m.containerName, opts)
+		if err != nil {
+			return nil, AzureConfigError{Reason: "the connection string is invalid", Err: err}
+		}
+		return c, nil
+	}
+	if m.masterKey == "" && m.credential == nil {
+		return nil, AzureCredentialError{Account: m.accountName}
+	}
+	serviceURL := m.serviceURL
+	if serviceURL == "" {
+		if m.accountName == "" {
+			return nil, AzureConfigError{Reason: "the account name is empty and no service URL was given"}
+		}
+		serviceURL = "https://" + m.accountName + ".blob.core.windows.net"
+	}
+	containerURL := runtime.JoinPaths(serviceURL, m.containerName)
+	if m.masterKey != "" {
+		cred, err := container.NewSharedKeyCredential(m.accountName, m.masterKey)
+		if err != nil {
+			return nil, AzureConfigError{Reason: "the master key is invalid", Err: err}
+		}
+		return container.NewClientWithSharedKeyCredential(containerURL, cred, opts)
+	}
+	return container.NewClient(containerURL, m.credential, opts)
+}
+
+// partitionName is the blob name of partition i.
+func partitionName(i int) string { return strconv.Itoa(i) }
+
+// partitionIndex parses a partition blob name; it rejects every name that
+// partitionName would not produce, such as "007".
+func partitionIndex(name string) (int, bool) {
+	i, err := strconv.Atoi(name)
+	if err != nil || i < 0 || strconv.Itoa(i) != name {
+		return 0, false
+	}
+	return i, true
+}
+
+// leaseSeconds converts d to the whole seconds Azure takes, rounding up so
+// the store never holds a lease for less time than the caller counts on.
+func leaseSeconds(d time.Duration) (int32, error) {
+	if d < AzureMinLeaseDuration || d > AzureMaxLeaseDuration {
+		return 0, LeaseDurationError{Duration: d, Min: AzureMinLeaseDuration, Max: AzureMaxLeaseDuration}
+	}
+	return int32((d + time.Second - 1) / time.Second), nil
+}
+
+// storageError turns a storage error into what the LeaseManager contract
+// promises: context errors unchanged, lease conflicts and missing partitions
+// typed, anything else wrapped with what was being done.
+func storageError(ctx context.Context, err error, op string, partition int) error {
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case bloberror.HasCode(err, bloberror.LeaseAlreadyPresent,
+		bloberror.LeaseIDMismatchWithLeaseOperation, bloberror.LeaseNotPresentWithLeaseOperation,
+		bloberror.LeaseIsBrokenAndCannotBeRenewed, bloberror.LeaseIsBreakingAndCannotBeAcquired,
+		bloberror.LeaseAlreadyBroken, bloberror.LeaseLost):
+		return LeaseConflictError{Partition: partition}
+	case bloberror.HasCode(err, bloberror.BlobNotFound, bloberror.ContainerNotFound,
+		bloberror.ContainerBeingDeleted):
+		return PartitionMissingError{Partition: partition}
+	}
+	return fmt.Errorf("batcher: azure %s of partition %d: %w", op, partition, err)
+}
+
+// leaseClient returns a lease client for owner's lease on partition.
+func (m *AzureLeaseManager) leaseClient(partition int, owner string) (*lease.BlobClient, error) {
+	if _, err := uuid.Parse(owner); err != nil {
+		return nil, fmt.Errorf("batcher: azure lease owner %q is not a UUID, as Azure requires of lease ids: %w", owner, err)
+	}
+	c, err := m.containerClient()
+	if err != nil {
+		return nil, err
+	}
+	return lease.NewBlobClient(c.NewBlobClient(partitionName(partition)), &lease.BlobClientOptions{LeaseID: &owner})
+}
+
+// setDuration records the seconds owner's lease on partition was granted
+// for; zero forgets it.
+func (m *AzureLeaseManager) setDuration(partition int, owner string, secs int32) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if secs == 0 {
+		delete(m.leaseDuration, leaseKey{partition, owner})
+		return
+	}
+	m.leaseDuration[leaseKey{partition, owner}] = secs
+}
+
+// duration returns the seconds owner's lease on partition was granted for,
+// or zero when this manager did not grant it.
+func (m *AzureLeaseManager) duration(partition int, owner string) int32 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.leaseDuration[leaseKey{partition, owner}]
+}
+
+// Acquire takes the lease on partition with owner as its lease id, for d
+// rounded up to whole seconds; d must be within 15 to 60 seconds, else it
+// returns a LeaseDurationError. Acquiring a lease the owner already holds
+// extends it, as Azure allows.
+func (m *AzureLeaseManager) Acquire(ctx context.Context, partition int, owner string, d time.Duration) error {
+	secs, err := leaseSeconds(d)
+	if err != nil {
+		return err
+	}
+	lc, err := m.leaseClient(partition, owner)
+	if err != nil {
+		return err
+	}
+	if _, err := lc.AcquireLease(ctx, secs, nil); err != nil {
+		return storageError(ctx, err, "lease acquire", partition)
+	}
+	m.setDuration(partition, owner, secs)
+	return nil
+}
+
+// Renew extends owner's lease on partition to d from now. Azure renews a
+// lease for the duration it was acquired with, so when d differs from that
+// (or this manager did not acquire it) the renewal, which proves ownership,
+// is followed by an acquire with the same lease id to set the new duration.
+// As in Azure, the owner of an expired lease that nobody took since may
+// renew it.
+func (m *AzureLeaseManager) Renew(ctx context.Context, partition int, owner string, d time.Duration) error {
+	secs, err := leaseSeconds(d)
+	if err != nil {
+		return err
+	}
+	lc, err := m.leaseClient(partition, owner)
+	if err != nil {
+		return err
+	}
+	if _, err := lc.RenewLease(ctx, nil); err != nil {
+		return storageError(ctx, err, "lease renew", partition)
+	}
+	if m.duration(partition, owner) == secs {
+		return nil
+	}
+	if _, err := lc.AcquireLease(ctx, secs, nil); err != nil {
+		return storageError(ctx, err, "lease renew", partition)
+	}
+	m.setDuration(partition, owner, secs)
+	return nil
+}
+
+// Release ends owner's lease on partition, so any owner may acquire it at
+// once.
+func (m *AzureLeaseManager) Release(ctx context.Context, partition int, owner string) error {
+	lc, err := m.leaseClient(partition, owner)
+	if err != nil {
+		return err
+	}
+	if _, err := lc.ReleaseLease(ctx, nil); err != nil {
+		return storageError(ctx, err, "lease release", partition)
+	}
+	m.setDuration(partition, owner, 0)
+	return nil
+}
+
+// emptyBody is the content of every blob this manager writes.
+func emptyBody() io.ReadSeekCloser { return streaming.NopCloser(bytes.NewReader(nil)) }
+
+// Provision creates the container unless it exists, then partitions
+// 0..count-1 that do not exist, a few at a time. Each partition is created
+// with If-None-Match "*", so when many instances provision at once exactly
+// one creates it and the others verify it; a leased partition is left as it
+// is. Reports follow in order: the container first, then the partitions by
+// index, each once it is known. It also deletes the demand records of owners
+// that stopped publishing long ago.
+func (m *AzureLeaseManager) Provision(ctx context.Context, count int, report func(event string, val int, msg string)) error {
+	if report == nil {
+		report = func(string, int, string) {}
+	}
+	c, err := m.containerClient()
+	if err != nil {
+		return err
+	}
+	event, err := m.createContainer(ctx, c)
+	if err != nil {
+		return err
+	}
+	report(event, 0, c.URL())
+	created := make([]int8, count) // 1 created, -1 verified, 0 unknown
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(provisionParallelism)
+	for i := 0; i < count; i++ {
+		g.Go(func() error {
+			ok, err := createPartition(gctx, c, i)
+			if err == nil {
+				created[i] = -1
+				if ok {
+					created[i] = 1
+				}
+			}
+			return err
+		})
+	}
+	err = g.Wait()
+	for i, s := range created {
+		switch s {
+		case 1:
+			report(CreatedBlobEvent, i, "")
+		case -1:
+			report(VerifiedBlobEvent, i, "")
+		}
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return err
+	}
+	return m.sweepDemands(ctx, c)
+}
+
+// createContainer creates the container and returns the event that
+// describes what it found.
+func (m *AzureLeaseManager) createContainer(ctx context.Context, c *container.Client) (string, error) {
+	_, err := c.Create(ctx, nil)
+	switch {
+	case err == nil:
+		return CreatedContainerEvent, nil
+	case bloberror.HasCode(err, bloberror.ContainerAlreadyExists):
+		return VerifiedContainerEvent, nil
+	case ctx.Err() != nil:
+		return "", ctx.Err()
+	}
+	return "", fmt.Errorf("batcher: azure create container %s: %w", c.URL(), err)
+}
+
+// createPartition creates partition i unless it exists and reports whether
+// it created it.
+func createPartition(ctx context.Context, c *container.Client, i int) (bool, error) {
+	any := azcore.ETagAny
+	_, err := c.NewBlockBlobClient(partitionName(i)).Upload(ctx, emptyBody(), &blockblob.UploadOptions{
+		AccessConditions: &blob.AccessConditions{
+			ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfNoneMatch: &any},
+		},
+	})
+	switch {
+	case err == nil:
+		return true, nil
+	// Azure answers BlobAlreadyExists or ConditionNotMet for an existing
+	// blob, and LeaseIdMissing first when it is leased; Azurite differs.
+	case bloberror.HasCode(err, bloberror.BlobAlreadyExists, bloberror.ConditionNotMet, bloberror.LeaseIDMissing):
+		return false, nil
+	case ctx.Err() != nil:
+		return false, ctx.Err()
+	}
+	return false, fmt.Errorf("batcher: azure create partition %d: %w", i, err)
+}
+
+// ContainerName returns the name of the container the partitions are in.
+func (m *AzureLeaseManager) ContainerName() string { return m.containerName }
