@@ -32,6 +32,7 @@ type Manager struct {
 	address    string // shown in provisioning events
 	acks       int    // replicas that must acknowledge a lease write; 0 waits for none
 	ackTimeout time.Duration
+	hold       time.Duration // placeholder lease on partitions recreated in an empty store
 }
 
 var _ batcher.LeaseManager = (*Manager)(nil)
@@ -62,6 +63,25 @@ func WithReplicaAcks(replicas int, timeout time.Duration) Option {
 	}
 }
 
+// WithRestartHold makes Provision, when it finds the resource's keys gone
+// (the first provisioning ever, a server that restarted without
+// persistence, or a failover to a replica that never had them), hold every
+// partition it creates for d before anyone can lease it. With d at least the
+// lease duration, every instance has stopped counting the leases it held
+// before the loss by the time new ones are granted, so the loss cannot make
+// two instances count one partition. It is Redlock's "delayed restart" for
+// one resource. The default, zero, holds nothing: recovery is immediate and
+// the overlap is bounded instead (see the package documentation). The price
+// is that a brand-new resource also waits d before its first lease.
+func WithRestartHold(d time.Duration) Option {
+	return func(m *Manager) { m.hold = max(d, 0) }
+}
+
+// holdOwner is the owner of the placeholder leases of WithRestartHold; no
+// SharedResource uses it (they use UUIDs), so no caller can renew or release
+// a placeholder.
+const holdOwner = "redislease:restart-hold"
+
 // New returns a Manager that keeps the partitions, leases and demand of one
 // shared resource in Redis under keys starting with "{keyPrefix}:". Every
 // replica that shares the capacity must use the same keyPrefix; an empty one
@@ -90,6 +110,18 @@ func (m *Manager) leaseKey(i int) string {
 	return m.tag + ":lease:" + strconv.Itoa(i)
 }
 
+// keys returns heads followed by the lease keys of partitions 0..count-1:
+// a script must name every key it touches so that Redis Cluster can route
+// it (they all share one slot).
+func (m *Manager) keys(count int, heads ...string) []string {
+	keys := make([]string, 0, len(heads)+count)
+	keys = append(keys, heads...)
+	for i := 0; i < count; i++ {
+		keys = append(keys, m.leaseKey(i))
+	}
+	return keys
+}
+
 // clientAddress names the server(s) a client talks to, for event messages.
 func clientAddress(client redis.UniversalClient) string {
 	switch c := client.(type) {
@@ -115,7 +147,8 @@ func (m *Manager) Provision(ctx context.Context, count int, report func(event st
 	if count < 1 || count > batcher.MaxPartitions {
 		return fmt.Errorf("redislease: cannot provision %d partitions; the range is 1 to %d", count, batcher.MaxPartitions)
 	}
-	res, err := provisionScript.Run(ctx, m.client, []string{m.partitions}, count).Slice()
+	keys := m.keys(count, m.partitions)
+	res, err := provisionScript.Run(ctx, m.client, keys, count, holdMillis(m.hold), holdOwner).Slice()
 	if err != nil {
 		return m.fail(ctx, "provision", err)
 	}
@@ -160,11 +193,7 @@ func (m *Manager) Snapshot(ctx context.Context, count int) (batcher.LeaseSnapsho
 	if count < 0 || count > batcher.MaxPartitions {
 		return batcher.LeaseSnapshot{}, fmt.Errorf("redislease: cannot read %d partitions; the range is 0 to %d", count, batcher.MaxPartitions)
 	}
-	keys := make([]string, 2, count+2)
-	keys[0], keys[1] = m.partitions, m.demand
-	for i := 0; i < count; i++ {
-		keys = append(keys, m.leaseKey(i))
-	}
+	keys := m.keys(count, m.partitions, m.demand)
 	res, err := snapshotScript.Run(ctx, m.client, keys).Slice()
 	if err != nil {
 		return batcher.LeaseSnapshot{}, m.fail(ctx, "snapshot", err)
@@ -296,6 +325,14 @@ func (m *Manager) fail(ctx context.Context, op string, err error) error {
 		return err
 	}
 	return fmt.Errorf("redislease: %s on %s: %w", op, m.URL(), err)
+}
+
+// holdMillis is millis for an optional duration: zero stays zero.
+func holdMillis(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return millis(d)
 }
 
 // millis converts d to the whole milliseconds PX and PEXPIRE take, rounding

@@ -218,6 +218,40 @@ func TestEmptiedStoreReportsMissing(t *testing.T) {
 	mustNil(t, m.Acquire(ctx, 0, "b", time.Minute))
 }
 
+// TestRestartHold checks WithRestartHold: partitions created in an empty
+// store are blocked for the hold, partitions added to a live store are not,
+// and a store that lost its keys is held again.
+func TestRestartHold(t *testing.T) {
+	c := sharedClient(t)
+	prefix := testPrefix(t, c)
+	m := redislease.New(c, prefix, redislease.WithRestartHold(300*time.Millisecond))
+	ctx := ctxFor(t)
+	wantHeld := func(what string) {
+		t.Helper()
+		mustNil(t, m.Provision(ctx, 2, nil))
+		snap, err := m.Snapshot(ctx, 2)
+		mustNil(t, err)
+		if snap.Partitions[0] != batcher.PartitionLeased || snap.Partitions[1] != batcher.PartitionLeased {
+			t.Fatalf("%s: partitions %v, want both held", what, snap.Partitions)
+		}
+		if _, ok := errorsAsType[batcher.LeaseConflictError](m.Acquire(ctx, 0, "a", time.Minute)); !ok {
+			t.Fatalf("%s: Acquire of a held partition did not conflict", what)
+		}
+		eventually(t, 3*time.Second, what+": the hold ends", func() bool {
+			return m.Acquire(ctx, 0, "a", time.Minute) == nil
+		})
+	}
+	wantHeld("first provisioning")
+	mustNil(t, m.Provision(ctx, 3, nil))
+	snap, err := m.Snapshot(ctx, 3)
+	mustNil(t, err)
+	if snap.Partitions[2] != batcher.PartitionFree {
+		t.Fatalf("partition 2 added to a live store is %v, want free", snap.Partitions[2])
+	}
+	deleteKeys(c, prefix)
+	wantHeld("after the store lost its keys")
+}
+
 // TestRejectsOutOfRangeCounts checks the argument checks that protect the
 // scripts from absurd key lists.
 func TestRejectsOutOfRangeCounts(t *testing.T) {

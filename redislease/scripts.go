@@ -24,13 +24,22 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
 // provisionScript adds partitions 0..ARGV[1]-1 to the partition set
 // KEYS[1]. It answers whether the set (our "container") had to be created and
-// one character per partition: '1' created, '0' already there.
+// one character per partition: '1' created, '0' already there. When it
+// created the set and ARGV[2] is above zero, it blocks each partition it
+// created with a placeholder lease (KEYS[i+2] for partition i) of ARGV[2]
+// milliseconds, so that leases granted before the store lost its data have
+// ended before new ones are granted.
 var provisionScript = redis.NewScript(`
 local created = 0
 if redis.call('EXISTS', KEYS[1]) == 0 then created = 1 end
+local hold = tonumber(ARGV[2])
 local flags = {}
 for i = 0, tonumber(ARGV[1]) - 1 do
-  flags[#flags + 1] = tostring(redis.call('SADD', KEYS[1], i))
+  local added = redis.call('SADD', KEYS[1], i)
+  if added == 1 and created == 1 and hold > 0 then
+    redis.call('SET', KEYS[i + 2], ARGV[3], 'NX', 'PX', hold)
+  end
+  flags[#flags + 1] = tostring(added)
 end
 return {created, table.concat(flags)}
 `)
