@@ -55,6 +55,21 @@ func guard(fn func() error) (err error) {
 	return fn()
 }
 
+// isMissing reports whether err is a PartitionMissingError.
+func isMissing(err error) bool {
+	var missing PartitionMissingError
+	return errors.As(err, &missing)
+}
+
+// forget drops a lease the store no longer gives this instance, without
+// asking the store anything.
+func (r *SharedResource) forget(st *loopState, p int, why string) {
+	delete(st.table, p)
+	r.publishView(st)
+	r.stats.releases.Add(1)
+	r.listeners.emit(ReleasedEvent, p, why, nil)
+}
+
 // isConflict reports whether err is a LeaseConflictError.
 func isConflict(err error) bool {
 	var conflict LeaseConflictError
@@ -66,10 +81,7 @@ func isConflict(err error) bool {
 // shrank).
 func (r *SharedResource) dropLost(ctx context.Context, st *loopState, now time.Time, count int) {
 	for _, p := range st.table.expired(now) {
-		delete(st.table, p)
-		r.publishView(st)
-		r.stats.releases.Add(1)
-		r.listeners.emit(ReleasedEvent, p, "lease expired before it could be renewed", nil)
+		r.forget(st, p, "lease expired before it could be renewed")
 	}
 	var beyond []int
 	for _, p := range st.table.indexes() {
@@ -134,11 +146,11 @@ func (r *SharedResource) renewDue(ctx context.Context, st *loopState, now time.T
 		case res.err == nil:
 			st.table[res.partition] = newHeldLease(res.sent, r.leaseDuration)
 			r.stats.renewals.Add(1)
-		case isConflict(res.err):
-			delete(st.table, res.partition)
-			r.publishView(st)
-			r.stats.releases.Add(1)
-			r.listeners.emit(ReleasedEvent, res.partition, "lease lost", nil)
+		case isConflict(res.err) || isMissing(res.err):
+			r.forget(st, res.partition, "lease lost")
+			if isMissing(res.err) {
+				st.provision = true
+			}
 		default:
 			r.fail(ctx, st, fmt.Sprintf("renew partition %d", res.partition), res.err)
 		}
@@ -185,6 +197,12 @@ func (r *SharedResource) rebalance(ctx context.Context, st *loopState, wanted, c
 	cancel()
 	st.lastList = now
 	if r.stats.count(err) != nil {
+		if isMissing(err) {
+			// The store lost its partitions, and with them every lease.
+			for _, p := range st.table.indexes() {
+				r.forget(st, p, "the store lost the partition")
+			}
+		}
 		r.fail(ctx, st, "snapshot", err)
 		return
 	}
@@ -198,15 +216,7 @@ func (r *SharedResource) rebalance(ctx context.Context, st *loopState, wanted, c
 	st.homeLo, st.homeHi = homeRange(r.owner, shares)
 	target := min(wanted, st.share)
 	r.releaseAbove(ctx, st, target, "above fair share")
-	var free []int
-	for p, state := range snap.Partitions {
-		switch {
-		case state == PartitionMissing:
-			st.provision = true
-		case state == PartitionFree && !hasPartition(st.table, p):
-			free = append(free, p)
-		}
-	}
+	free := r.readPartitions(st, snap.Partitions)
 	order := acquireOrder(r.owner, free, st.homeLo, st.homeHi)
 	r.acquire(ctx, st, order[:min(max(target-len(st.table), 0), len(order))])
 	if len(st.table) < target {
@@ -214,6 +224,28 @@ func (r *SharedResource) rebalance(ctx context.Context, st *loopState, wanted, c
 	} else {
 		st.listAt = now.Add(r.jitter(1.5, 2.5))
 	}
+}
+
+// readPartitions returns the free partitions of a snapshot. A partition
+// the table holds but the snapshot shows free or missing is no longer this
+// instance's (the store lost it, or this clock ran slow): it stops counting
+// at once, and is free to acquire again when it exists.
+func (r *SharedResource) readPartitions(st *loopState, states []PartitionState) []int {
+	var free []int
+	for p, state := range states {
+		if state == PartitionLeased {
+			continue
+		}
+		if hasPartition(st.table, p) {
+			r.forget(st, p, "the store shows the lease gone")
+		}
+		if state == PartitionMissing {
+			st.provision = true
+			continue
+		}
+		free = append(free, p)
+	}
+	return free
 }
 
 // hasPartition reports whether the table holds p.

@@ -77,8 +77,11 @@ func (r *SharedResource) pass(ctx context.Context, st *loopState) (time.Time, bo
 	r.releaseAbove(ctx, st, min(wanted, st.share), "above target")
 	r.publishDemand(ctx, st, uint32(wanted), now)
 	if wanted > 0 {
+		// When the store just failed, a listing would most likely fail too:
+		// renewals still get their try, the rest waits for the back-off.
+		listing := !st.failed
 		r.renewDue(ctx, st, now)
-		if !now.Before(st.listAt) {
+		if listing && !now.Before(st.listAt) {
 			r.rebalance(ctx, st, wanted, count, now)
 		}
 	}
