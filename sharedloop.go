@@ -19,6 +19,9 @@ type loopState struct {
 	share     int       // fair share computed from the last snapshot
 	homeLo    int       // home range [homeLo, homeHi) from the last snapshot
 	homeHi    int
+	peak      int          // highest demand lately, held by damp
+	peakUntil time.Time    // when a fall below peak may take effect
+	holdUntil time.Time    // when a held fall takes effect; zero if none
 	failures  int          // consecutive passes with a storage error
 	failed    bool         // a storage call failed in this pass
 	provision bool         // the store lost partitions; provision again
@@ -71,26 +74,27 @@ func (r *SharedResource) pass(ctx context.Context, st *loopState) (time.Time, bo
 	}
 	now := r.clock.Now()
 	r.dropLost(ctx, st, now, count)
-	wanted := r.wantedFor(r.target.Load(), count)
-	r.noteWanted(st, wanted, now)
+	wanted := r.noteWanted(st, r.wantedFor(r.target.Load(), count), now)
 	// A fall in demand gives partitions back before anything else.
 	r.releaseAbove(ctx, st, min(wanted, st.share), "above target")
-	r.publishDemand(ctx, st, uint32(wanted), now)
+	listing := wanted > 0 && !now.Before(st.listAt)
+	r.publishDemand(ctx, st, uint32(wanted), now, listing)
 	if wanted > 0 {
-		// When the store just failed, a listing would most likely fail too:
-		// renewals still get their try, the rest waits for the back-off.
-		listing := !st.failed
 		r.renewDue(ctx, st, now)
-		if listing && !now.Before(st.listAt) {
+		// Right after a failure a listing would most likely fail too; it
+		// waits for the back-off, while renewals still get their try.
+		if listing && !st.failed {
 			r.rebalance(ctx, st, wanted, count, now)
 		}
 	}
 	return r.finishPass(st, wanted, now)
 }
 
-// noteWanted records the partitions wanted; a rise the table does not cover
-// brings the next snapshot forward, at most every maxInterval/4.
-func (r *SharedResource) noteWanted(st *loopState, wanted int, now time.Time) {
+// noteWanted damps the partitions wanted (see damp) and records them; a
+// rise the table does not cover brings the next snapshot forward, at most
+// every maxInterval/4. It returns the damped number.
+func (r *SharedResource) noteWanted(st *loopState, raw int, now time.Time) int {
+	wanted := r.damp(st, raw, now)
 	if wanted > st.wanted && wanted > len(st.table) {
 		soonest := st.lastList.Add(r.maxInterval / 4)
 		st.listAt = now
@@ -103,6 +107,23 @@ func (r *SharedResource) noteWanted(st *loopState, wanted int, now time.Time) {
 	}
 	st.wanted = wanted
 	r.stats.demand.Store(int64(wanted))
+	return wanted
+}
+
+// damp holds a fall in demand, other than to zero, for 2 x maxInterval
+// after demand was last seen higher. A Batcher's target moves with every
+// batch; without the hold a demand that flaps between 6 and 7 partitions
+// would release and win a partition, and publish its demand, several times
+// a second. A fall to zero acts at once, so an instance that no longer
+// needs anything hands its partitions over without delay.
+func (r *SharedResource) damp(st *loopState, raw int, now time.Time) int {
+	st.holdUntil = time.Time{}
+	if raw == 0 || raw >= st.peak || !now.Before(st.peakUntil) {
+		st.peak, st.peakUntil = raw, now.Add(2*r.maxInterval)
+		return raw
+	}
+	st.holdUntil = st.peakUntil
+	return st.peak
 }
 
 // finishPass publishes the table and the capacity, and computes when the
@@ -127,6 +148,9 @@ func (r *SharedResource) finishPass(st *loopState, wanted int, now time.Time) (t
 		}
 		if st.published > 0 && st.heartbeat.Before(next) {
 			next = st.heartbeat
+		}
+		if !st.holdUntil.IsZero() && st.holdUntil.Before(next) {
+			next = st.holdUntil
 		}
 	}
 	if at, ok := st.table.nextEvent(now); ok && at.Before(next) {
@@ -191,10 +215,15 @@ func (r *SharedResource) provisionAgain(ctx context.Context, st *loopState, coun
 	st.provision = false
 }
 
-// publishDemand publishes w when it differs from the live record, or when
-// the heartbeat is due; zero withdraws the record.
-func (r *SharedResource) publishDemand(ctx context.Context, st *loopState, w uint32, now time.Time) {
-	if w == st.published && (w == 0 || now.Before(st.heartbeat)) {
+// publishDemand publishes w when the heartbeat of the live record is due,
+// or when w differs from it and either falls (zero withdraws the record) or
+// the pass lists: others read demands only when they list, so a rise needs
+// to be out just before this instance's own listing, and rises between
+// listings cost one call, not one each.
+func (r *SharedResource) publishDemand(ctx context.Context, st *loopState, w uint32, now time.Time, listing bool) {
+	changed := w != st.published && (listing || w < st.published)
+	due := st.published > 0 && !now.Before(st.heartbeat)
+	if !changed && !due {
 		return
 	}
 	cctx, cancel := context.WithTimeout(ctx, r.callTimeout())

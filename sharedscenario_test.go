@@ -339,3 +339,36 @@ func TestSharedSetSharedCapacity(t *testing.T) {
 		t.Fatalf("a rejected SetSharedCapacity changed MaxCapacity to %d", got)
 	}
 }
+
+func TestSharedDampsFlappingDemand(t *testing.T) {
+	s := newSim(t, simConfig{instances: 1, shared: 20})
+	r := s.inst[0].r
+	s.giveMe(0, 7)
+	s.runFor(5*time.Second, nil)
+	before := r.Stats()
+	// A Batcher's target moving every 100 ms between 6 and 7 partitions.
+	for k := 0; k < 600; k++ {
+		s.giveMe(0, uint32(6+k%2))
+		s.runFor(100*time.Millisecond, nil)
+	}
+	after := r.Stats()
+	calls := after.StorageCalls - before.StorageCalls
+	if n := after.Releases - before.Releases; n != 0 || calls > 120 {
+		t.Fatalf("a flapping demand caused %d releases and %d storage calls in a minute, want 0 and at most 120", n, calls)
+	}
+	// A lasting fall takes effect within 2 x maxInterval.
+	s.giveMe(0, 3)
+	start := s.clock.Now()
+	for s.held(0) != 3 {
+		s.runFor(10*time.Millisecond, nil)
+		if d := s.clock.Now().Sub(start); d > time.Second {
+			t.Fatalf("still holding %d partitions %v after demand fell to 3", s.held(0), d)
+		}
+	}
+	// A fall to zero takes effect at once.
+	s.giveMe(0, 0)
+	s.runFor(0, nil)
+	if got := s.held(0); got != 0 {
+		t.Fatalf("holding %d partitions right after demand fell to 0", got)
+	}
+}
