@@ -20,11 +20,14 @@ import (
 // One goroutine per instance, the loop, owns the lease table; Capacity reads
 // a view of it that the loop publishes. GiveMe turns the target into the
 // number of partitions wanted, W = ceil((target-reserved)/factor) clamped to
-// [0, P], and wakes the loop when W changes. Each pass of the loop:
+// [0, P], and wakes the loop when W changes. A fall of W other than to zero
+// is held for 2 x maxInterval, so a target that flaps with every batch does
+// not make partitions change hands. Each pass of the loop:
 //
-//  1. Publishes W as this instance's demand when it changes, and otherwise
-//     as a heartbeat every lease/3, with a ttl of one lease, so the record
-//     of an instance that died lapses. W = 0 withdraws it.
+//  1. Publishes W as this instance's demand: a rise just before its next
+//     listing, a fall at once (zero withdraws the record), and otherwise as
+//     a heartbeat every lease/3 with a ttl of one lease, so the record of an
+//     instance that died lapses.
 //  2. Renews each held lease once two thirds of it have passed.
 //  3. When a listing is due, reads a snapshot (one round trip: which
 //     partitions are free, leased or missing, and every live demand) and
@@ -44,10 +47,13 @@ import (
 // instance holds less than its target, and every 1.5 to 2.5 maxInterval
 // once settled, so a change of demand anywhere is seen within about a
 // second with the default maxInterval of 500 ms. A rise of W wakes the loop
-// at once (at most every maxInterval/4). An idle instance (W = 0, nothing
+// at once (listings at most every maxInterval/4), so one instance ramps
+// from nothing to every partition in a single pass: one demand, one
+// snapshot and P acquires, 8 at a time. An idle instance (W = 0, nothing
 // held) makes no storage calls. At full contention with the defaults an
 // instance settled on 5 partitions makes about 60 listings, 30 renewals and
-// 12 heartbeats a minute.
+// 12 heartbeats a minute (about 102 transactions, none failing once
+// settled).
 //
 // Validity: a lease counts as capacity from the moment its acquire or renew
 // returned success until the moment that request was sent + the lease
@@ -59,13 +65,17 @@ import (
 // the clock when it is called, so a lease is never counted after its
 // deadline even when the loop is stalled. A lease whose renewal fails with a
 // conflict is dropped at once; one whose renewal fails with an error stops
-// counting at its deadline and is retried with back-off.
+// counting at its deadline and is retried with back-off. Leases are
+// removed from the view before they are released. The guarantee assumes the
+// store keeps its leases: a store that loses its data loses them too, and
+// an instance learns of it at its next listing or renewal.
 //
 // Faults: a storage error raises an error event and backs the loop off
-// exponentially (with jitter, at most lease/4, so renewals still get
-// tries); capacity falls to the reserved capacity plus the leases still
-// valid. A store that lost its partitions (a PartitionMissingError, or
-// missing partitions in a snapshot) is provisioned again without a restart.
+// exponentially from maxInterval (with jitter, at most lease/4, so
+// renewals still get tries); capacity falls to the reserved capacity plus
+// the leases still valid. A store that lost its partitions (a
+// PartitionMissingError, or missing partitions in a snapshot) is
+// provisioned again without a restart.
 //
 // Stop releases every lease (it stops counting them first), withdraws the
 // demand and waits for the loop, so other instances can take the partitions
@@ -89,8 +99,8 @@ const (
 
 // SharedResource is a RateLimiter that shares a capacity among instances
 // (processes, replicas) through exclusive expiring leases on partitions kept
-// by a LeaseManager; the comment block above this type in shared.go
-// describes the algorithm. Configure it with the With* methods before
+// by a LeaseManager; the comment at the top of shared.go describes the
+// algorithm. Configure it with the With* methods before
 // Provision; they are not safe for concurrent use. Every other method is
 // safe for concurrent use.
 type SharedResource struct {

@@ -94,7 +94,7 @@ func TestSharedProvisionErrors(t *testing.T) {
 }
 
 func TestSharedOrderErrors(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	ctx := context.Background()
 	var order RateLimiterImproperOrderError
 	r := NewSharedResource(NewMemoryLeaseManager(), 10)
@@ -136,7 +136,7 @@ func TestSharedOrderErrors(t *testing.T) {
 }
 
 func TestSharedStopReleasesAtOnce(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	mgr := NewMemoryLeaseManager()
 	var log eventLog
 	r := NewSharedResource(mgr, 10).WithReservedCapacity(7).WithMaxInterval(20)
@@ -184,7 +184,7 @@ func TestSharedStopReleasesAtOnce(t *testing.T) {
 }
 
 func TestSharedStopHandsOffToAnotherInstance(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	mgr := NewMemoryLeaseManager()
 	a := fastResource(t, mgr, 10, 0)
 	b := fastResource(t, mgr, 10, 0)
@@ -197,7 +197,7 @@ func TestSharedStopHandsOffToAnotherInstance(t *testing.T) {
 }
 
 func TestSharedContextCancelEndsLoop(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	mgr := NewMemoryLeaseManager()
 	r := NewSharedResource(mgr, 4).WithMaxInterval(20)
 	if err := r.Provision(context.Background()); err != nil {
@@ -232,7 +232,7 @@ func (h hangingManager) PublishDemand(ctx context.Context, owner string, n uint3
 }
 
 func TestSharedStopIsBoundedWhenStoreHangs(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	var log eventLog
 	r := NewSharedResource(hangingManager{NewMemoryLeaseManager()}, 4).WithMaxInterval(20).
 		WithLeaseDuration(300 * time.Millisecond)
@@ -256,7 +256,7 @@ func TestSharedStopIsBoundedWhenStoreHangs(t *testing.T) {
 }
 
 func TestSharedTargetEventsAndListenerRemoval(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	r := fastResource(t, NewMemoryLeaseManager(), 100, 10)
 	defer r.Stop()
 	var log eventLog

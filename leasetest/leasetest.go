@@ -24,8 +24,8 @@ import (
 )
 
 // Options tunes the suite for a store. The zero value suits every store in
-// this module, at the price of real waits of about 17 s in the expiry
-// subtests (Azure accepts no lease shorter than 15 s).
+// this module, at the price of real waits of about 35 s in all in the three
+// expiry subtests (Azure accepts no lease shorter than 15 s).
 type Options struct {
 	// LeaseDuration is the lease the subtests that do not wait for expiry
 	// ask for. Zero means 15 s. It must be one the store accepts.
