@@ -246,9 +246,12 @@ func (m *Manager) Acquire(ctx context.Context, partition int, owner string, d ti
 	if err := m.leaseWrite(ctx, "acquire", acquireScript, partition, owner, d); err != nil {
 		var repl ReplicationError
 		if errors.As(err, &repl) {
-			// Do not leave behind a lease the caller will not count; if the
-			// release fails too, the lease simply expires after d.
-			_ = m.Release(context.WithoutCancel(ctx), partition, owner)
+			// Do not leave behind a lease the caller will not count, even
+			// when its context just ended; if the release fails too, the
+			// lease simply expires after d.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.ackTimeout+time.Second)
+			_ = m.Release(rctx, partition, owner)
+			cancel()
 		}
 		return err
 	}
