@@ -15,7 +15,7 @@
 // the hash tag {p}, so that they fall in one slot of a Redis Cluster and every
 // script touches a single shard; the same code runs on a single server,
 // behind Sentinel (redis.NewFailoverClient) or on a cluster. Resources with
-// different prefixes land on different slots.
+// different prefixes hash to their own slots, so a cluster spreads them.
 //
 //	{p}:partitions   set of the indexes of the provisioned partitions (the
 //	                 equivalent of Azure's container and blobs)
