@@ -17,6 +17,7 @@ import (
 	"github.com/costwise/batcher"
 	"github.com/costwise/batcher/batchertest"
 	"github.com/google/uuid"
+	"go.uber.org/goleak"
 )
 
 // newAzureResource returns a resource sharing shared over container in the
@@ -254,6 +255,18 @@ func TestAzureSharedReleaseOnStop(t *testing.T) {
 	if took > 5*time.Second {
 		t.Fatalf("the second instance needed %v, want well under the 15-s lease", took)
 	}
+}
+
+// TestAzureSharedStopLeavesNoGoroutines checks that nothing a resource
+// started, its loop or its HTTP connections, outlives Stop. It does not run
+// in parallel, so that other tests' goroutines do not count.
+func TestAzureSharedStopLeavesNoGoroutines(t *testing.T) {
+	serviceURL := azuriteURL(t)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	r, _ := newAzureResource(t, serviceURL, uniqueContainer(), 4)
+	startResource(t, r, 4)
+	eventually(t, 20*time.Second, "capacity 4", func() bool { return r.Capacity() == 4 })
+	r.Stop()
 }
 
 // TestAzureSharedConnectionString checks the connection-string path: no
