@@ -41,9 +41,14 @@ func (b *Batcher) enqueue(ctx context.Context, op IOperation) error {
 		return BatcherStoppedError{}
 	}
 	b.target.Add(int64(op.Cost()))
+	first := len(b.incoming) == 0
 	b.incoming = append(b.incoming, op)
 	b.mu.Unlock()
-	b.poke()
+	if first {
+		// The loop takes the whole queue when it wakes, so one wake-up per
+		// batch of hand-overs is enough; this keeps Enqueue off the channel.
+		b.poke()
+	}
 	return nil
 }
 

@@ -14,6 +14,7 @@ type loop struct {
 	clock Clock
 
 	open     map[IWatcher]*pending // the batch being formed, per watcher
+	last     *pending              // the batch the previous operation joined
 	openList []*pending            // batches opened since the last flush, in order
 	ready    []*pending            // closed batches in release order, from readyHead
 	head     int
@@ -146,7 +147,12 @@ func (l *loop) intake() {
 // being formed (so the watcher's operations keep their order) and goes alone.
 func (l *loop) route(op IOperation) {
 	w := op.Watcher()
-	p := l.open[w]
+	var p *pending
+	if l.last != nil && l.last.open && l.last.w == w {
+		p = l.last // most runs of operations come from one watcher
+	} else {
+		p = l.open[w]
+	}
 	if !op.IsBatchable() {
 		if p != nil {
 			l.closeBatch(p)
@@ -166,6 +172,7 @@ func (l *loop) route(op IOperation) {
 	}
 	p.ops = append(p.ops, op)
 	p.cost += uint64(op.Cost())
+	l.last = p
 	if max > 0 && uint32(len(p.ops)) >= max {
 		l.closeBatch(p)
 	}
