@@ -67,6 +67,7 @@ type config struct {
 	errorOnFull      bool
 	emitBatch        bool
 	clock            Clock
+	observer         BatchObserver
 	invalid          error // the first invalid setting, reported by Start
 }
 
@@ -82,6 +83,7 @@ type config struct {
 type Batcher struct {
 	cfg       config
 	listeners listeners
+	stats     counters
 
 	state    atomic.Int32
 	buffered atomic.Int64 // accepted operations not yet released

@@ -10,7 +10,7 @@ import "context"
 // buffer is full (BufferFullError with WithErrorOnFullBuffer, otherwise
 // Enqueue waits for room). Operations may be enqueued before Start.
 func (b *Batcher) Enqueue(op IOperation) error {
-	return b.enqueue(nil, op)
+	return b.counted(b.enqueue(nil, op))
 }
 
 // EnqueueContext is Enqueue that gives up waiting for room in a full buffer
@@ -19,7 +19,15 @@ func (b *Batcher) EnqueueContext(ctx context.Context, op IOperation) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	return b.enqueue(ctx, op)
+	return b.counted(b.enqueue(ctx, op))
+}
+
+// counted records a refusal by its reason.
+func (b *Batcher) counted(err error) error {
+	if err != nil {
+		b.stats.rejected[reasonOf(err)].Add(1)
+	}
+	return err
 }
 
 func (b *Batcher) enqueue(ctx context.Context, op IOperation) error {

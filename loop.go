@@ -31,6 +31,8 @@ type loop struct {
 	draining    bool
 	drained     bool
 
+	now                  time.Time // when intake took the operations being routed
+
 	flushT, capT, auditT Ticker
 	timer, pauseTimer    Timer
 	timerAt              time.Time // when timer fires; zero when disarmed
@@ -38,10 +40,11 @@ type loop struct {
 
 // pending is a batch of one watcher's operations, being formed or ready.
 type pending struct {
-	w    IWatcher
-	ops  []IOperation
-	cost uint64
-	open bool
+	w     IWatcher
+	ops   []IOperation
+	cost  uint64
+	open  bool
+	since time.Time // when its oldest operation was taken from Enqueue
 }
 
 func newLoop(b *Batcher) *loop {
@@ -136,9 +139,14 @@ func (l *loop) finish() {
 // intake routes the operations handed over by Enqueue into batches.
 func (l *loop) intake() {
 	ops := l.b.takeIncoming(l.spare)
+	if len(ops) == 0 {
+		return
+	}
+	l.now = l.clock.Now()
 	for _, op := range ops {
 		l.route(op)
 	}
+	l.b.stats.enqueued.Add(uint64(len(ops)))
 	clear(ops)
 	l.spare = ops[:0]
 }
@@ -157,7 +165,7 @@ func (l *loop) route(op IOperation) {
 		if p != nil {
 			l.closeBatch(p)
 		}
-		l.enqueueReady(&pending{w: w, ops: []IOperation{op}, cost: uint64(op.Cost())})
+		l.enqueueReady(&pending{w: w, ops: []IOperation{op}, cost: uint64(op.Cost()), since: l.now})
 		return
 	}
 	max := w.MaxBatchSize()
@@ -166,7 +174,7 @@ func (l *loop) route(op IOperation) {
 		if size == 0 || size > 1024 {
 			size = 16
 		}
-		p = &pending{w: w, ops: make([]IOperation, 0, size), open: true}
+		p = &pending{w: w, ops: make([]IOperation, 0, size), open: true, since: l.now}
 		l.open[w] = p
 		l.openList = append(l.openList, p)
 	}
@@ -336,10 +344,23 @@ func (l *loop) dispatch(p *pending, n int, now time.Time) {
 	l.deadlines.add(ib, int(b.inflight.Load()))
 	b.inflight.Add(1)
 	l.lastRelease = now
+	l.count(n, cost, now.Sub(p.since))
 	if l.cfg.emitBatch {
 		b.listeners.emit(BatchEvent, n, "", ops)
 	}
 	go b.runBatch(p.w, ops, ib)
+}
+
+// count records a released batch in the counters and the observer.
+func (l *loop) count(n int, cost uint64, wait time.Duration) {
+	c := &l.b.stats
+	c.released.Add(uint64(n))
+	c.cost.Add(cost)
+	c.batches.Add(1)
+	c.lastRelease.Store(l.lastRelease.UnixNano())
+	if o := l.cfg.observer; o != nil {
+		o.ObserveBatch(n, cost, wait)
+	}
 }
 
 // arm sets the timer for the next moment something can happen without
@@ -390,18 +411,22 @@ func (l *loop) audit() {
 	b := l.b
 	recent := !l.lastRelease.IsZero() && now.Sub(l.lastRelease) < l.cfg.maxOperationTime
 	if b.buffered.Load() > 0 || recent {
+		b.stats.auditSkip.Add(1)
 		b.listeners.emit(AuditSkipEvent, 0, "", nil)
 		return
 	}
 	t := b.target.Load()
 	if t <= 0 {
+		b.stats.auditPass.Add(1)
 		b.listeners.emit(AuditPassEvent, 0, "", nil)
 		return
 	}
 	if !b.target.CompareAndSwap(t, 0) {
+		b.stats.auditSkip.Add(1)
 		b.listeners.emit(AuditSkipEvent, 0, "", nil)
 		return
 	}
+	b.stats.auditFail.Add(1)
 	msg := fmt.Sprintf("batcher: target was %d with nothing outstanding; it was reset to 0", t)
 	b.listeners.emit(AuditFailEvent, int(clampU32(t)), msg, nil)
 }
@@ -411,7 +436,15 @@ func (l *loop) applyPauses() {
 	n := l.b.pauses.Swap(0)
 	for i := int32(0); i < n; i++ {
 		now := l.clock.Now()
-		length, _ := l.pause.pause(now)
+		before := l.pause.until
+		length, extended := l.pause.pause(now)
+		added := length
+		if extended {
+			added = l.pause.until.Sub(before)
+		}
+		l.b.stats.pauses.Add(1)
+		l.b.stats.pausedNanos.Add(uint64(added))
+		l.b.stats.paused.Store(true)
 		l.pauseTimer.Reset(l.pause.until.Sub(now))
 		l.b.listeners.emit(PauseEvent, int(length.Milliseconds()), "", nil)
 	}
@@ -427,5 +460,6 @@ func (l *loop) resume() {
 		}
 		return
 	}
+	l.b.stats.paused.Store(false)
 	l.b.listeners.emit(ResumeEvent, int(length.Milliseconds()), "", nil)
 }

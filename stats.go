@@ -1,0 +1,157 @@
+package batcher
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+)
+
+// BatchObserver receives one call per released batch, on the batcher's loop
+// goroutine, with the number of operations, their total cost, and how long
+// the oldest of them waited between being taken from Enqueue and release.
+// It exists for metrics (see package metrics/prometheus); it must be cheap
+// and must not call back into the batcher in a way that blocks.
+type BatchObserver interface {
+	ObserveBatch(ops int, cost uint64, wait time.Duration)
+}
+
+// RejectReason names why Enqueue refused an operation, for metrics.
+type RejectReason int
+
+// The reasons Enqueue refuses an operation, one per error it returns.
+const (
+	RejectNoOperation RejectReason = iota
+	RejectNoWatcher
+	RejectTooExpensive
+	RejectTooManyAttempts
+	RejectStopped
+	RejectBufferFull
+	RejectBufferNotAllocated
+	RejectContext
+	rejectReasons
+)
+
+var rejectNames = [rejectReasons]string{
+	"no_operation", "no_watcher", "too_expensive", "too_many_attempts",
+	"stopped", "buffer_full", "buffer_not_allocated", "context",
+}
+
+// String returns the reason in snake case, as used in metric labels.
+func (r RejectReason) String() string {
+	if r < 0 || r >= rejectReasons {
+		return "unknown"
+	}
+	return rejectNames[r]
+}
+
+// AllRejectReasons lists every RejectReason, in order.
+func AllRejectReasons() []RejectReason {
+	out := make([]RejectReason, rejectReasons)
+	for i := range out {
+		out[i] = RejectReason(i)
+	}
+	return out
+}
+
+func reasonOf(err error) RejectReason {
+	switch {
+	case errors.As(err, new(NoOperationError)):
+		return RejectNoOperation
+	case errors.As(err, new(NoWatcherError)):
+		return RejectNoWatcher
+	case errors.As(err, new(TooExpensiveError)):
+		return RejectTooExpensive
+	case errors.As(err, new(TooManyAttemptsError)):
+		return RejectTooManyAttempts
+	case errors.As(err, new(BatcherStoppedError)):
+		return RejectStopped
+	case errors.As(err, new(BufferFullError)):
+		return RejectBufferFull
+	case errors.As(err, new(BufferNotAllocated)):
+		return RejectBufferNotAllocated
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return RejectContext
+	}
+	return RejectContext
+}
+
+// counters are the batcher's running totals. The loop goroutine adds to
+// them once per batch or event, never per operation; rejections are counted
+// by the refused caller.
+type counters struct {
+	enqueued, released, cost, batches atomic.Uint64
+	pauses, pausedNanos               atomic.Uint64
+	auditPass, auditFail, auditSkip   atomic.Uint64
+	rejected                          [rejectReasons]atomic.Uint64
+	paused                            atomic.Bool
+	lastRelease                       atomic.Int64 // unix nanoseconds; 0 when never
+}
+
+// BatcherStats is a snapshot of a Batcher's counters and gauges, for health
+// endpoints and metrics. Totals count from the batcher's creation.
+type BatcherStats struct {
+	Enqueued        uint64            // operations accepted
+	Rejected        map[string]uint64 // operations refused, by RejectReason name
+	Released        uint64            // operations handed to watchers
+	CostReleased    uint64            // their total cost
+	Batches         uint64            // batches handed to watchers
+	Buffered        uint32            // OperationsInBuffer
+	Target          uint32            // NeedsCapacity
+	Inflight        uint32            // callbacks running
+	Capacity        uint32            // the rate limiter's capacity; 0 without one
+	MaxCapacity     uint32            // the rate limiter's maximum; 0 without one
+	Paused          bool              // a pause is in force
+	Pauses          uint64            // pauses started or lengthened
+	PausedSeconds   float64           // total length of the pauses applied
+	AuditPass       uint64            // audits by result
+	AuditFail       uint64            //
+	AuditSkip       uint64            //
+	LastRelease     time.Time         // zero when nothing was released yet
+	Running         bool              // started and not stopped
+	RateLimited     bool              // a rate limiter is attached
+	ConfiguredLimit uint32            // WithMaxConcurrentBatches; 0 means none
+}
+
+// Stats returns a snapshot of the batcher's counters. It is safe for
+// concurrent use and cheap enough to call on every scrape.
+func (b *Batcher) Stats() BatcherStats {
+	c := &b.stats
+	s := BatcherStats{
+		Enqueued:        c.enqueued.Load(),
+		Rejected:        make(map[string]uint64, rejectReasons),
+		Released:        c.released.Load(),
+		CostReleased:    c.cost.Load(),
+		Batches:         c.batches.Load(),
+		Buffered:        b.OperationsInBuffer(),
+		Target:          b.NeedsCapacity(),
+		Inflight:        b.Inflight(),
+		Paused:          c.paused.Load(),
+		Pauses:          c.pauses.Load(),
+		PausedSeconds:   time.Duration(c.pausedNanos.Load()).Seconds(),
+		AuditPass:       c.auditPass.Load(),
+		AuditFail:       c.auditFail.Load(),
+		AuditSkip:       c.auditSkip.Load(),
+		Running:         b.state.Load() == stateRunning,
+		ConfiguredLimit: b.cfg.maxConcurrent,
+	}
+	for i := range c.rejected {
+		s.Rejected[RejectReason(i).String()] = c.rejected[i].Load()
+	}
+	if ns := c.lastRelease.Load(); ns != 0 {
+		s.LastRelease = time.Unix(0, ns)
+	}
+	if rl := b.cfg.limiter; rl != nil {
+		s.RateLimited, s.Capacity, s.MaxCapacity = true, rl.Capacity(), rl.MaxCapacity()
+	}
+	return s
+}
+
+// WithObserver registers o to receive a call per released batch (see
+// BatchObserver). The default is none.
+func (b *Batcher) WithObserver(o BatchObserver) *Batcher {
+	if b.configurable() {
+		b.cfg.observer = o
+	}
+	return b
+}
