@@ -31,7 +31,7 @@ type loop struct {
 	draining    bool
 	drained     bool
 
-	now                  time.Time // when intake took the operations being routed
+	now time.Time // when intake took the operations being routed
 
 	flushT, capT, auditT Ticker
 	timer, pauseTimer    Timer
