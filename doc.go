@@ -1,0 +1,73 @@
+// Package batcher releases work to a datastore in batches, never faster than
+// the capacity the datastore gives you, and lets the replicas of a service
+// share that capacity with nothing else to run.
+//
+// # The model
+//
+// A Batcher (one per datastore, long-lived) buffers Operations. Each
+// Operation has a cost (for example Cosmos DB request units), a payload, and
+// the Watcher it belongs to (typically one per HTTP request or job). The
+// batcher groups batchable operations per watcher, at most the watcher's
+// MaxBatchSize per batch, and hands each batch to the watcher's callback on
+// a goroutine of its own. A batch that is full, and an operation that is not
+// batchable, goes as soon as the capacity allows; a batch that is not full
+// waits at most one flush interval.
+//
+// The target is the total cost of the operations accepted and not yet done:
+// it grows when Enqueue accepts an operation and shrinks when the callback of
+// its batch returns, or when the batch's MaxOperationTime passes, whichever
+// comes first. Every capacity interval the batcher asks its RateLimiter for
+// the target (GiveMe) and raises a request event. Every audit interval it
+// checks the target: with nothing buffered and nothing released for a
+// MaxOperationTime, a target above zero is a leak, and it is reset.
+//
+// # Capacity and credit
+//
+// A RateLimiter reports a Capacity in cost per second. The batcher keeps a
+// credit that grows at Capacity() per second of elapsed time, capped at one
+// flush interval's worth (capacity × flush interval), so an idle batcher
+// never banks a burst. An operation of positive cost may be released while
+// the credit is positive; its cost is then subtracted, so the credit goes
+// negative by less than one operation, and that debt is repaid before
+// anything else of positive cost goes. Operations of zero cost need no
+// credit. The arithmetic is in integer nano-units, so with a backlog the
+// released cost per second equals the capacity for any flush interval and
+// any operation cost, at zero capacity nothing of positive cost is released,
+// and Flush cannot raise the rate. Between flushes a batch of several
+// operations is released only when the credit pays for all of it, so that
+// batches are not cut up; at a flush a batch may be split to use the credit.
+//
+// With 10,000 cost per second and the default 100 ms flush interval, each
+// flush interval releases about 1,000 cost; batches that fill up in between
+// go as soon as the credit has grown enough to pay for them.
+//
+// # Rate limiters
+//
+// ProvisionedResource is a fixed capacity, changeable with SetCapacity.
+// SharedResource splits a shared capacity into partitions worth one factor
+// each and holds exclusive expiring leases on them in a coordination store
+// behind the LeaseManager interface: NewMemoryLeaseManager (in process, for
+// tests and the sample), AzureSharedResource (Azure Blob Storage leases on
+// zero-byte blobs) and package redislease (Redis). Each instance publishes
+// its demand next to the partitions and takes its max-min fair share, so
+// capacity moves to whoever needs it within about a second; see the comment
+// at the top of shared.go for the algorithm, its convergence time and its
+// cost in storage transactions. A reserved capacity per instance is always
+// available.
+//
+// # Concurrency
+//
+// Every exported method of Batcher, the rate limiters and the lease managers
+// is safe for concurrent use, except the With methods, which configure an
+// object before it starts. One goroutine, started by Start and ended by
+// Stop, owns each object's mutable state; Enqueue hands operations to it
+// through a short mutex-guarded queue and does not allocate. Listeners are
+// never called with a lock held, so a listener may call any method,
+// including RemoveListener on itself. Stop leaves no goroutine of the
+// library running, other than watcher callbacks still in progress, which
+// Shutdown waits for.
+//
+// Time comes from a Clock (WithClock); package batchertest has a fake clock,
+// a recording listener and a scriptable rate limiter for tests of code built
+// on this package.
+package batcher
