@@ -262,6 +262,23 @@ func TestAttemptIsCountedBeforeTheCallback(t *testing.T) {
 	}
 }
 
+func TestFirstOpGoesAtOnceUnderALimiter(t *testing.T) {
+	c := &collector{}
+	b, _, _ := started(t, func(b *batcher.Batcher) { b.WithRateLimiter(batcher.NewProvisionedResource(100)) })
+	// The fake clock never moves: the credit a new batcher starts with (one
+	// flush interval's worth, 10) pays for the first op and no more.
+	for i := 0; i < 3; i++ {
+		if err := b.Enqueue(batcher.NewOperation(c.watcher(), 6, i, false)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "first op", func() bool { return c.ops.Load() >= 1 })
+	waitFor(t, "loop idle", func() bool { return b.OperationsInBuffer() == 1 })
+	if n := c.ops.Load(); n != 2 {
+		t.Fatalf("%d ops released from a starting credit of 10 at cost 6, want 2", n)
+	}
+}
+
 func TestTargetAndCapacityRequests(t *testing.T) {
 	lim := batchertest.NewLimiter(0)
 	lim.SetMaxCapacity(1000)

@@ -54,6 +54,14 @@ func (c *credit) accrue(now time.Time, capacity uint32, interval time.Duration) 
 	c.balance += int64(capacity) * int64(elapsed) // below missing, so no overflow
 }
 
+// fill sets the balance to its cap at now, as if the batcher had been idle
+// for a flush interval: a batcher that just started may release its first
+// interval's worth at once.
+func (c *credit) fill(now time.Time, capacity uint32, interval time.Duration) {
+	c.balance = satMul(uint64(capacity), uint64(interval))
+	c.last = now
+}
+
 // spend takes the cost of one operation if the rules allow it: an operation
 // of zero cost always passes, one of positive cost needs a positive balance.
 func (c *credit) spend(cost uint32) bool {

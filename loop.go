@@ -69,7 +69,7 @@ func newLoop(b *Batcher) *loop {
 	l.pauseTimer = c.NewTimer(time.Hour)
 	l.pauseTimer.Stop()
 	if cfg.limiter != nil {
-		l.credit.accrue(c.Now(), 0, cfg.flushInterval)
+		l.credit.fill(c.Now(), cfg.limiter.Capacity(), cfg.flushInterval)
 	}
 	return l
 }
@@ -139,6 +139,9 @@ func (l *loop) finish() {
 // intake routes the operations handed over by Enqueue into batches.
 func (l *loop) intake() {
 	ops := l.b.takeIncoming(l.spare)
+	// The queue handed back becomes the next spare, whether or not it held
+	// anything: the old spare is now the producers' queue.
+	defer func() { l.spare = ops[:0] }()
 	if len(ops) == 0 {
 		return
 	}
@@ -148,7 +151,6 @@ func (l *loop) intake() {
 	}
 	l.b.stats.enqueued.Add(uint64(len(ops)))
 	clear(ops)
-	l.spare = ops[:0]
 }
 
 // route puts op in its watcher's batch. A non-batchable op closes the batch
