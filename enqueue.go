@@ -10,7 +10,7 @@ import "context"
 // buffer is full (BufferFullError with WithErrorOnFullBuffer, otherwise
 // Enqueue waits for room). Operations may be enqueued before Start.
 func (b *Batcher) Enqueue(op IOperation) error {
-	return b.counted(b.enqueue(nil, op))
+	return b.counted(b.enqueue(context.Background(), op))
 }
 
 // EnqueueContext is Enqueue that gives up waiting for room in a full buffer
@@ -108,10 +108,7 @@ func (b *Batcher) waitForRoom(ctx context.Context) error {
 		// makes room.
 		return BufferFullError{}
 	}
-	var done <-chan struct{}
-	if ctx != nil {
-		done = ctx.Done()
-	}
+	done := ctx.Done() // nil for Background: wait as long as it takes
 	b.waiters.Add(1)
 	defer b.waiters.Add(-1)
 	for {

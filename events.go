@@ -122,9 +122,3 @@ func (l *listeners) emit(event string, val int, msg string, metadata interface{}
 		e.fn(event, val, msg, metadata)
 	}
 }
-
-// any reports whether at least one listener is registered.
-func (l *listeners) any() bool {
-	cur := l.list.Load()
-	return cur != nil && len(*cur) > 0
-}

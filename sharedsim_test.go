@@ -42,13 +42,12 @@ type sim struct {
 
 // simConfig configures each instance of a simulation.
 type simConfig struct {
-	instances       int
-	shared, factor  uint32
-	reserved        uint32
-	lease           time.Duration
-	maxIntervalMS   uint32
-	recordEvents    bool
-	skipSafetyCheck bool
+	instances      int
+	shared, factor uint32
+	reserved       uint32
+	lease          time.Duration
+	maxIntervalMS  uint32
+	recordEvents   bool
 }
 
 func newSim(t *testing.T, cfg simConfig) *sim {

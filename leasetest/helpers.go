@@ -106,24 +106,7 @@ func wantMissing(t *testing.T, what string, err error, partition int) {
 	}
 }
 
-// states builds a []PartitionState from a compact string: 'L' leased, 'F'
-// free, 'M' missing.
-func states(s string) []batcher.PartitionState {
-	out := make([]batcher.PartitionState, len(s))
-	for i, c := range s {
-		switch c {
-		case 'L':
-			out[i] = batcher.PartitionLeased
-		case 'F':
-			out[i] = batcher.PartitionFree
-		default:
-			out[i] = batcher.PartitionMissing
-		}
-	}
-	return out
-}
-
-// stateString is the inverse of states, for messages.
+// stateString is the compact form of a []PartitionState (L leased, F free, M missing), for messages.
 func stateString(p []batcher.PartitionState) string {
 	b := make([]byte, len(p))
 	for i, s := range p {
