@@ -1,0 +1,174 @@
+// Command batcherbench runs the scenario benchmarks of the batcher module
+// and prints what it measured beside go-batcher v1.8.0's published figures,
+// the goals of the project, and the peers a user would otherwise pick
+// (google.golang.org/api/support/bundler, golang.org/x/time/rate) measured
+// in the same run, so that ratios hold on whatever machine runs it.
+//
+// Usage:
+//
+//	go run ./cmd/batcherbench [--quick] [--json] [--scenarios throughput,rate,latency,shared] [--stores memory,azurite,redis]
+//
+// The shared-capacity scenarios run against the in-process memory store and,
+// when their environment variables are set, against Azurite
+// (BATCHER_AZURITE_URL) and Redis (BATCHER_REDIS_ADDR);
+// `source scripts/lib/services.sh && services_start` starts both and sets
+// them. A store that is not configured is reported as skipped, except under
+// CI=true, where scripts/test starts the services and their absence is an
+// error.
+//
+// Timings are measured with the real clock: this tool measures the real
+// thing, unlike the unit tests. A missed goal is reported in the table but
+// does not change the exit status; the status is non-zero only when a
+// scenario could not run (an API or storage error, a missing store in CI).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"time"
+)
+
+// scenarioNames lists the scenarios in the order they run.
+var scenarioNames = []string{"throughput", "rate", "latency", "shared"}
+
+// storeNames lists the coordination stores of the shared scenarios.
+var storeNames = []string{"memory", "azurite", "redis"}
+
+// options are the command-line settings.
+type options struct {
+	quick     bool
+	json      bool
+	scenarios []string
+	stores    []string
+	ci        bool
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run parses args, runs the chosen scenarios, writes the report to stdout
+// and progress to stderr, and returns the exit status: 0 when every
+// scenario ran, 1 when one failed to run, 2 for bad flags.
+func run(args []string, stdout, stderr io.Writer) int {
+	opts, err := parseFlags(args, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "batcherbench:", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	rep := newReport(opts)
+	b := &bench{opts: opts, plan: planFor(opts.quick), log: stderr, rep: rep}
+	for _, name := range opts.scenarios {
+		if ctx.Err() != nil {
+			break
+		}
+		b.logf("== %s", name)
+		b.runScenario(ctx, name)
+	}
+	rep.finish()
+	if err := rep.write(stdout, opts.json); err != nil {
+		fmt.Fprintln(stderr, "batcherbench:", err)
+		return 1
+	}
+	if ctx.Err() != nil {
+		fmt.Fprintln(stderr, "batcherbench: interrupted")
+		return 1
+	}
+	if n := rep.errors(); n > 0 {
+		fmt.Fprintf(stderr, "batcherbench: %d scenario(s) could not run; see the rows marked error\n", n)
+		return 1
+	}
+	return 0
+}
+
+// parseFlags reads the command line.
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	fs := flag.NewFlagSet("batcherbench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	quick := fs.Bool("quick", false, "run every scenario for seconds only (CI mode); the figures are indicative")
+	asJSON := fs.Bool("json", false, "print JSON instead of a Markdown table")
+	scen := fs.String("scenarios", strings.Join(scenarioNames, ","), "comma-separated scenarios to run: "+strings.Join(scenarioNames, ", "))
+	stores := fs.String("stores", strings.Join(storeNames, ","), "comma-separated stores for the shared scenarios: "+strings.Join(storeNames, ", "))
+	if err := fs.Parse(args); err != nil {
+		return options{}, err
+	}
+	if fs.NArg() > 0 {
+		return options{}, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	opts := options{quick: *quick, json: *asJSON, ci: os.Getenv("CI") == "true"}
+	var err error
+	if opts.scenarios, err = pickList(*scen, scenarioNames, "scenario"); err != nil {
+		return options{}, err
+	}
+	if opts.stores, err = pickList(*stores, storeNames, "store"); err != nil {
+		return options{}, err
+	}
+	return opts, nil
+}
+
+// pickList splits a comma-separated list, checks each name against known
+// and returns them in the order of known.
+func pickList(list string, known []string, what string) ([]string, error) {
+	var picked []string
+	for _, s := range strings.Split(list, ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		if !slices.Contains(known, s) {
+			return nil, fmt.Errorf("unknown %s %q (known: %s)", what, s, strings.Join(known, ", "))
+		}
+		picked = append(picked, s)
+	}
+	if len(picked) == 0 {
+		return nil, fmt.Errorf("no %s chosen", what)
+	}
+	var ordered []string
+	for _, k := range known {
+		if slices.Contains(picked, k) {
+			ordered = append(ordered, k)
+		}
+	}
+	return ordered, nil
+}
+
+// bench carries what every scenario needs.
+type bench struct {
+	opts options
+	plan plan
+	log  io.Writer
+	rep  *report
+}
+
+// logf writes a progress line to stderr, so stdout stays a clean report.
+func (b *bench) logf(format string, args ...any) {
+	fmt.Fprintf(b.log, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+}
+
+// runScenario runs one named scenario, turning a panic into an error row so
+// that one broken scenario does not hide the others' results.
+func (b *bench) runScenario(ctx context.Context, name string) {
+	defer func() {
+		if r := recover(); r != nil {
+			b.rep.add(result{Scenario: name, Case: "(all)", Status: statusError, Note: fmt.Sprintf("panic: %v", r)})
+		}
+	}()
+	switch name {
+	case "throughput":
+		b.throughput(ctx)
+	case "rate":
+		b.rateAccuracy(ctx)
+	case "latency":
+		b.latency(ctx)
+	case "shared":
+		b.sharedCapacity(ctx)
+	}
+}

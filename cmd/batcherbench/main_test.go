@@ -1,0 +1,134 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestJain(t *testing.T) {
+	for _, tc := range []struct {
+		xs   []float64
+		want float64
+	}{
+		{[]float64{5, 5, 5, 5}, 1},
+		{[]float64{20, 0, 0, 0}, 0.25},
+		{[]float64{10, 10, 0, 0}, 0.5},
+		{[]float64{0, 0}, 1},
+		{[]float64{6, 5, 5, 4}, 400.0 / (4 * 102)},
+	} {
+		if got := jain(tc.xs); math.Abs(got-tc.want) > 1e-12 {
+			t.Errorf("jain(%v) = %v, want %v", tc.xs, got, tc.want)
+		}
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	ds := make([]time.Duration, 100)
+	for i := range ds {
+		ds[len(ds)-1-i] = time.Duration(i+1) * time.Millisecond // 100..1, unsorted
+	}
+	for _, tc := range []struct {
+		p    float64
+		want time.Duration
+	}{{50, 50 * time.Millisecond}, {99, 99 * time.Millisecond}, {100, 100 * time.Millisecond}, {0, time.Millisecond}} {
+		if got := percentile(ds, tc.p); got != tc.want {
+			t.Errorf("p%v = %v, want %v", tc.p, got, tc.want)
+		}
+	}
+	if got := percentile(nil, 50); got != 0 {
+		t.Errorf("percentile of nothing = %v, want 0", got)
+	}
+	if got := median([]float64{3, 1, 2}); got != 2 {
+		t.Errorf("median = %v, want 2", got)
+	}
+}
+
+// TestWindows checks that amounts land in the window of their time, that
+// amounts before the first window or in a partial last one are left out.
+func TestWindows(t *testing.T) {
+	start := time.Unix(1000, 0)
+	log := newWindowLog(start)
+	at := func(ms int) time.Time { return start.Add(time.Duration(ms) * time.Millisecond) }
+	log.add(at(500), 100)  // warm-up: excluded
+	log.add(at(1050), 1)   // window 0 starts at 1050
+	log.add(at(2049), 2)   // still window 0
+	log.add(at(2050), 4)   // window 1
+	log.add(at(3049), 8)   // window 1
+	log.add(at(3060), 100) // partial window: excluded
+	got := log.windows(1050*time.Millisecond, time.Second, 3500*time.Millisecond)
+	if len(got) != 2 || got[0] != 3 || got[1] != 12 {
+		t.Fatalf("windows = %v, want [3 12]", got)
+	}
+	mean, lo, hi := spread(got)
+	if mean != 7.5 || lo != 3 || hi != 12 {
+		t.Fatalf("spread = %v %v %v, want 7.5 3 12", mean, lo, hi)
+	}
+}
+
+func TestPickList(t *testing.T) {
+	got, err := pickList("shared, rate,throughput", scenarioNames, "scenario")
+	if err != nil || strings.Join(got, ",") != "throughput,rate,shared" {
+		t.Fatalf("pickList = %v, %v; want the known order throughput,rate,shared", got, err)
+	}
+	if _, err := pickList("rate,nope", scenarioNames, "scenario"); err == nil || !strings.Contains(err.Error(), `"nope"`) {
+		t.Fatalf("unknown name: err = %v, want one naming it", err)
+	}
+	if _, err := pickList(" , ", scenarioNames, "scenario"); err == nil {
+		t.Fatal("empty list: no error")
+	}
+}
+
+// TestMissingStore checks the exit status for a store that is not
+// configured: skipped outside CI, an error (exit 1) under CI=true.
+func TestMissingStore(t *testing.T) {
+	t.Setenv("BATCHER_AZURITE_URL", "")
+	for _, tc := range []struct {
+		ci         string
+		wantCode   int
+		wantStatus string
+	}{{"", 0, statusSkipped}, {"true", 1, statusError}} {
+		t.Setenv("CI", tc.ci)
+		var out, errOut bytes.Buffer
+		code := run([]string{"--json", "--scenarios", "shared", "--stores", "azurite"}, &out, &errOut)
+		if code != tc.wantCode {
+			t.Fatalf("CI=%q: exit %d, want %d; stderr: %s", tc.ci, code, tc.wantCode, errOut.String())
+		}
+		var rep report
+		if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+			t.Fatalf("CI=%q: output is not JSON: %v\n%s", tc.ci, err, out.String())
+		}
+		if len(rep.Results) != 1 || rep.Results[0].Status != tc.wantStatus || rep.Results[0].Store != "azurite" {
+			t.Fatalf("CI=%q: results %+v, want one %s row for azurite", tc.ci, rep.Results, tc.wantStatus)
+		}
+	}
+}
+
+func TestBadFlags(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := run([]string{"--scenarios", "everything"}, &out, &errOut); code != 2 {
+		t.Fatalf("exit %d, want 2", code)
+	}
+	if out.Len() != 0 {
+		t.Fatalf("a report was written for bad flags: %s", out.String())
+	}
+}
+
+// TestMarkdown checks the table layout and that a pipe in a cell cannot
+// break it.
+func TestMarkdown(t *testing.T) {
+	rep := newReport(options{})
+	rep.add(result{Scenario: "s", Case: "a|b", Ours: "1", Status: statusMet, Note: "n"})
+	rep.finish()
+	var out bytes.Buffer
+	if err := rep.write(&out, false); err != nil {
+		t.Fatal(err)
+	}
+	s := out.String()
+	if !strings.Contains(s, "| s | a\\|b | – | 1 | – | – | – | met |") || !strings.Contains(s, "- s, a|b: n") {
+		t.Fatalf("unexpected Markdown:\n%s", s)
+	}
+}
