@@ -78,9 +78,10 @@ func (o Options) histogram(name, help string, buckets, def []float64) prom.Histo
 	})
 }
 
-// Register makes a BatcherCollector for b, sets it as b's BatchObserver and
-// registers it on reg. Call it before b.Start: after Start the observer
-// cannot be set and the histograms stay empty. It returns the error of
+// Register makes a BatcherCollector for b, sets it as b's BatchObserver
+// (replacing any set before) and registers it on reg. Call it before
+// b.Start: after Start the observer cannot be set and the histograms stay
+// empty. It returns the error of
 // reg.Register, for example when another collector on reg has the same
 // metrics and constant labels.
 func Register(reg prom.Registerer, b *batcher.Batcher, opts Options) (*BatcherCollector, error) {
@@ -120,10 +121,10 @@ func (c *BatcherCollector) Describe(ch chan<- *prom.Desc) {
 func (c *BatcherCollector) Collect(ch chan<- prom.Metric) {
 	s := c.src.Stats()
 	counter := func(d *prom.Desc, v float64, labels ...string) {
-		ch <- prom.MustNewConstMetric(d, prom.CounterValue, v, labels...)
+		ch <- constMetric(d, prom.CounterValue, v, labels...)
 	}
 	gauge := func(d *prom.Desc, v float64) {
-		ch <- prom.MustNewConstMetric(d, prom.GaugeValue, v)
+		ch <- constMetric(d, prom.GaugeValue, v)
 	}
 	counter(c.enqueued, float64(s.Enqueued))
 	for _, r := range batcher.AllRejectReasons() {

@@ -89,10 +89,10 @@ func (c *LimiterCollector) Describe(ch chan<- *prom.Desc) {
 // Collect reads the limiter's state and sends it as metrics.
 func (c *LimiterCollector) Collect(ch chan<- prom.Metric) {
 	gauge := func(d *prom.Desc, v float64, labels ...string) {
-		ch <- prom.MustNewConstMetric(d, prom.GaugeValue, v, labels...)
+		ch <- constMetric(d, prom.GaugeValue, v, labels...)
 	}
 	counter := func(d *prom.Desc, v uint64) {
-		ch <- prom.MustNewConstMetric(d, prom.CounterValue, float64(v))
+		ch <- constMetric(d, prom.CounterValue, float64(v))
 	}
 	if c.shared == nil {
 		gauge(c.capacity, float64(c.rl.Capacity()))

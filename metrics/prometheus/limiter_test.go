@@ -124,3 +124,16 @@ func TestBatcherAndLimiterOnOneRegistry(t *testing.T) {
 		t.Fatalf("batcher_capacity %v, want the reserved 2", got)
 	}
 }
+
+// A label value Prometheus refuses fails the scrape with an error; it must
+// not panic in the collector.
+func TestLimiterCollectorBadOwnerFailsScrape(t *testing.T) {
+	r := batcher.NewSharedResource(batcher.NewMemoryLeaseManager(), 10).WithOwner("bad\xff")
+	reg := prom.NewRegistry()
+	if _, err := batcherprom.RegisterLimiter(reg, r, batcherprom.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.Gather(); err == nil {
+		t.Fatal("Gather succeeded with an owner label that is not UTF-8")
+	}
+}

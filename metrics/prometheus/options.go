@@ -48,3 +48,14 @@ func (o Options) namespace() string {
 func (o Options) desc(subsystem, name, help string, labels ...string) *prom.Desc {
 	return prom.NewDesc(prom.BuildFQName(o.namespace(), subsystem, name), help, labels, o.ConstLabels)
 }
+
+// constMetric returns a constant metric, or an invalid one that makes the
+// scrape report err, so that a bad label value (say, an owner id that is
+// not UTF-8) fails one scrape instead of panicking.
+func constMetric(d *prom.Desc, t prom.ValueType, v float64, labels ...string) prom.Metric {
+	m, err := prom.NewConstMetric(d, t, v, labels...)
+	if err != nil {
+		return prom.NewInvalidMetric(d, err)
+	}
+	return m
+}
