@@ -14,6 +14,12 @@ type BatcherSource interface {
 	Stats() batcher.BatcherStats
 }
 
+var (
+	_ prom.Collector        = (*BatcherCollector)(nil)
+	_ batcher.BatchObserver = (*BatcherCollector)(nil)
+	_ prom.Collector        = (*LimiterCollector)(nil)
+)
+
 // BatcherCollector is a prometheus.Collector for one Batcher. Counters and
 // gauges are read from the batcher's Stats at scrape time, so they cost the
 // batcher nothing between scrapes; the batch-size and wait-time histograms

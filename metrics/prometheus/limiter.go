@@ -13,6 +13,12 @@ type SharedSource interface {
 	Stats() batcher.SharedStats
 }
 
+// The shared resources of package batcher report their leases.
+var (
+	_ SharedSource = (*batcher.SharedResource)(nil)
+	_ SharedSource = (*batcher.AzureSharedResource)(nil)
+)
+
 // LimiterCollector is a prometheus.Collector for a batcher.RateLimiter. It
 // reports capacity and maximum capacity for any limiter and, when the
 // limiter is a SharedSource, its partitions, demand and lease counters too.
