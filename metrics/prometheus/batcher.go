@@ -1,6 +1,7 @@
 package prometheus
 
 import (
+	"errors"
 	"time"
 
 	prom "github.com/prometheus/client_golang/prometheus"
@@ -84,6 +85,9 @@ func (o Options) histogram(name, help string, buckets, def []float64) prom.Histo
 	})
 }
 
+// ErrStarted is returned by Register for a batcher that is already running.
+var ErrStarted = errors.New("prometheus: batcher already started: register its collector before Start")
+
 // Register makes a BatcherCollector for b, sets it as b's BatchObserver
 // (replacing any set before) and registers it on reg. Call it before
 // b.Start: after Start the observer cannot be set and the histograms stay
@@ -91,6 +95,9 @@ func (o Options) histogram(name, help string, buckets, def []float64) prom.Histo
 // reg.Register, for example when another collector on reg has the same
 // metrics and constant labels.
 func Register(reg prom.Registerer, b *batcher.Batcher, opts Options) (*BatcherCollector, error) {
+	if b.Stats().Running {
+		return nil, ErrStarted
+	}
 	c := NewBatcherCollector(b, opts)
 	if err := reg.Register(c); err != nil {
 		return nil, err

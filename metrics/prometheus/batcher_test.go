@@ -252,3 +252,18 @@ func TestRegisterTwoBatchers(t *testing.T) {
 		t.Fatal("registering without labels beside labelled collectors succeeded")
 	}
 }
+
+func TestRegisterAfterStart(t *testing.T) {
+	b := batcher.New(10)
+	if err := b.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer b.Stop()
+	reg := prom.NewRegistry()
+	if _, err := batcherprom.Register(reg, b, batcherprom.Options{}); !errors.Is(err, batcherprom.ErrStarted) {
+		t.Fatalf("Register on a running batcher: %v, want ErrStarted", err)
+	}
+	if n, err := testutil.GatherAndCount(reg); err != nil || n != 0 {
+		t.Fatalf("registry holds %d metrics (%v) after a refused Register", n, err)
+	}
+}
