@@ -4,22 +4,31 @@ import (
 	"net/http"
 
 	"github.com/costwise/batcher"
+	batcherprom "github.com/costwise/batcher/metrics/prometheus"
+	prom "github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// METRICS: this file is the one place where Prometheus would be wired into
-// the replicas. instrument is called with each replica's batcher and shared
-// resource before the batcher starts (a BatchObserver must be set before
-// Start); mountMetrics adds GET /metrics to the replica's HTTP server.
+// Every replica serves GET /metrics from a registry of its own (its metrics
+// field), so that the in-process replicas look to Prometheus like the
+// separate pods they stand for. With the library the registry holds the
+// batcher's and the shared resource's collectors (package
+// metrics/prometheus); without it, it is empty: such a service has nothing
+// of the library to report.
 
-// instrument prepares the metrics of a replica's batcher and limiter.
+// instrument registers the collectors of a replica's batcher and shared
+// resource. It must run before the batcher starts: the batcher's
+// BatchObserver, which feeds the histograms, cannot be set afterwards.
 func (r *replica) instrument(b *batcher.Batcher, lim sharedLimiter) error {
-	_, _ = b, lim
-	return nil
+	opts := batcherprom.Options{ConstLabels: prom.Labels{"replica": r.name}}
+	if _, err := batcherprom.Register(r.metrics, b, opts); err != nil {
+		return err
+	}
+	_, err := batcherprom.RegisterLimiter(r.metrics, lim, opts)
+	return err
 }
 
 // mountMetrics serves GET /metrics.
 func (r *replica) mountMetrics(mux *http.ServeMux) {
-	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
-		http.Error(w, "metrics are not wired in this build of the sample", http.StatusNotImplemented)
-	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(r.metrics, promhttp.HandlerOpts{}))
 }

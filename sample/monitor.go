@@ -44,6 +44,8 @@ type monitor struct {
 	probe   func() []probe                      // nil when the replicas are elsewhere
 	window  func(k int, names []string) []usage // what each replica did in window k
 	refresh func() []string                     // when set, names are read again each window
+	quiet   bool                                // skip the line of a window where nothing happened
+	keep    bool                                // keep the seconds in series (for the report)
 	log     zerolog.Logger
 	json    bool
 
@@ -85,12 +87,20 @@ func (m *monitor) finish(k int, partial bool) {
 		s.RU[i], s.Throttled[i], s.ThrottledRU[i] = u.AcceptedRU, u.Throttled, u.ThrottledRU
 		total.add(u)
 	}
+	if len(m.samples) == 0 && m.probe != nil {
+		m.samples = append(m.samples, m.probe())
+	}
 	m.summarise(&s)
 	m.samples = m.samples[:0]
 	if partial && total.Requests == 0 && total.Throttled == 0 {
 		return
 	}
-	m.series = append(m.series, s)
+	if m.keep {
+		m.series = append(m.series, s)
+	}
+	if m.quiet && total.Requests == 0 && total.Throttled == 0 && sumQueue(s.Queue) == 0 {
+		return
+	}
 	m.logSecond(s, total)
 }
 
@@ -150,6 +160,14 @@ func (m *monitor) logJSON(s second, total usage, pct float64) {
 	}
 	m.log.Info().Int("second", s.K+1).Uint64("ru", total.AcceptedRU).Uint64("budget", m.budget).
 		Float64("utilisation_pct", pct).Uint64("throttled", total.Throttled).Array("replicas", reps).Msg("tick")
+}
+
+func sumQueue(q []int64) int64 {
+	var t int64
+	for _, n := range q {
+		t += n
+	}
+	return t
 }
 
 // num formats n with thousands separators.

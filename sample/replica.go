@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	prom "github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 )
 
@@ -44,14 +45,15 @@ type replica struct {
 	failed      atomic.Uint64 // records given up on
 	seq         atomic.Int64
 
-	srv *http.Server
-	ln  net.Listener
+	srv     *http.Server
+	ln      net.Listener
+	metrics *prom.Registry // served on GET /metrics (metrics.go)
 }
 
 // newReplica returns a replica named name writing to st; call start next.
 func newReplica(name string, cfg config, st store, log zerolog.Logger) *replica {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &replica{name: name, cfg: cfg, store: st, ctx: ctx, cancel: cancel,
+	return &replica{name: name, cfg: cfg, store: st, ctx: ctx, cancel: cancel, metrics: prom.NewRegistry(),
 		log: log.With().Str("replica", name).Logger()}
 }
 

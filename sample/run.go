@@ -17,6 +17,7 @@ type runResult struct {
 	Seconds  []second
 	Jobs     []jobOutcome
 	Elapsed  time.Duration // from the first job sent to the last answer
+	Windows  int           // datastore windows from the first job sent to the last answer
 	Total    usage
 	Failed   uint64 // records given up on
 }
@@ -49,7 +50,9 @@ func runScenario(ctx context.Context, cfg config, lib bool, log zerolog.Logger) 
 
 	t0 := time.Now()
 	res.Jobs = runLoad(ctx, scenario(cfg), urls, cfg.cost, log)
-	res.Elapsed = time.Since(t0)
+	t1 := time.Now()
+	res.Elapsed = t1.Sub(t0)
+	res.Windows = int(t1.Sub(ds.Start())/time.Second) - int(t0.Sub(ds.Start())/time.Second) + 1
 	stopMon()
 	<-mon.done
 	res.Seconds = mon.series
@@ -135,7 +138,7 @@ func newRunMonitor(cfg config, ds *Datastore, reps []*replica, lib bool, log zer
 		names[i] = r.name
 	}
 	return &monitor{
-		names: names, budget: ds.Budget(), start: ds.Start(), limited: lib,
+		names: names, budget: ds.Budget(), start: ds.Start(), limited: lib, keep: true,
 		log: log, json: cfg.logFormat == "json", done: make(chan struct{}),
 		probe: func() []probe {
 			ps := make([]probe, len(reps))

@@ -60,7 +60,7 @@ func runSingle(ctx context.Context, cfg config, log zerolog.Logger) error {
 // local datastore's windows or, with a remote datastore, from what the
 // replica counted itself over the last second.
 func singleMonitor(cfg config, r *replica, ds *Datastore, log zerolog.Logger) *monitor {
-	m := &monitor{names: []string{r.name}, budget: uint64(cfg.budget), limited: true,
+	m := &monitor{names: []string{r.name}, budget: uint64(cfg.budget), limited: true, quiet: true,
 		log: log, json: cfg.logFormat == "json", done: make(chan struct{}),
 		probe: func() []probe {
 			return []probe{{Capacity: r.ing.capacity(), Outstanding: r.outstanding.Load()}}
@@ -97,7 +97,7 @@ func serveDatastore(ctx context.Context, cfg config, log zerolog.Logger) error {
 	}()
 	log.Info().Str("url", "http://"+ln.Addr().String()).Uint32("budget", cfg.budget).
 		Msg("datastore listening: start replicas with --single --datastore-url at this address")
-	m := &monitor{budget: ds.Budget(), start: ds.Start(), log: log, json: cfg.logFormat == "json",
+	m := &monitor{budget: ds.Budget(), start: ds.Start(), log: log, json: cfg.logFormat == "json", quiet: true,
 		done: make(chan struct{}), refresh: ds.Replicas, window: datastoreWindow(ds)}
 	go m.run(ctx)
 	<-ctx.Done()

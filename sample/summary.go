@@ -13,7 +13,7 @@ type summary struct {
 	Label       string
 	Elapsed     time.Duration
 	AcceptedRU  uint64
-	Utilisation float64 // RU accepted / (budget × the windows the run spans)
+	Utilisation float64 // RU accepted / (budget × the windows the load spans)
 	Windows     int
 	// BusyUtil is the share of the budget used in the windows where every
 	// replica had a backlog all the window; BusySeconds counts them.
@@ -35,7 +35,7 @@ type summary struct {
 func summarise(r *runResult) summary {
 	s := summary{Label: r.label(), Elapsed: r.Elapsed, AcceptedRU: r.Total.AcceptedRU,
 		Throttled: r.Total.Throttled, ThrottledRU: r.Total.ThrottledRU, Failed: r.Failed}
-	if s.Windows = len(r.Seconds); s.Windows > 0 {
+	if s.Windows = r.Windows; s.Windows > 0 {
 		s.Utilisation = float64(r.Total.AcceptedRU) / (float64(r.Budget) * float64(s.Windows))
 	}
 	var busyRU, steadyRU, steadyCap float64

@@ -1,0 +1,13 @@
+package main
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// TestMain fails the package's tests if any goroutine the sample started
+// (replicas, workers, monitors, the library's loops) outlives them.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
