@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -84,8 +85,13 @@ func (d *directIngester) write(b directBatch) {
 			r.log.Warn().Err(err).Str("job", b.j.id).Msg("datastore request failed")
 			retry = 100 * time.Millisecond
 		}
-		if attempt >= maxAttempts || sleep(d.ctx, retry) != nil {
-			b.j.fail(errors.New("gave up after repeated 429s"))
+		if attempt >= maxAttempts {
+			b.j.fail(fmt.Errorf("gave up after %d attempts", maxAttempts))
+			r.settle(b.j, 0, b.n, 0)
+			return
+		}
+		if err := sleep(d.ctx, retry); err != nil {
+			b.j.fail(err)
 			r.settle(b.j, 0, b.n, 0)
 			return
 		}

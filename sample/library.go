@@ -112,7 +112,7 @@ func (li *libIngester) capacity() uint32 { return li.lim.Capacity() }
 func (li *libIngester) shutdown(ctx context.Context) {
 	err := li.b.Shutdown(ctx)
 	var inc batcher.ShutdownIncompleteError
-	if errors.As(err, &inc) {
+	if errors.As(err, &inc) && inc.Unreleased > 0 {
 		li.r.log.Warn().Uint32("unreleased", inc.Unreleased).Msg("batcher stopped with records left")
 	}
 	li.lim.Stop()

@@ -50,7 +50,8 @@ type replica struct {
 	metrics *prom.Registry // served on GET /metrics (metrics.go)
 }
 
-// newReplica returns a replica named name writing to st; call start next.
+// newReplica returns a replica named name writing to st. Set its ingester,
+// then call listen.
 func newReplica(name string, cfg config, st store, log zerolog.Logger) *replica {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &replica{name: name, cfg: cfg, store: st, ctx: ctx, cancel: cancel, metrics: prom.NewRegistry(),
@@ -87,7 +88,7 @@ func (r *replica) url() string { return "http://" + r.ln.Addr().String() }
 func (r *replica) handleIngest(w http.ResponseWriter, req *http.Request) {
 	var in ingestRequest
 	if err := json.NewDecoder(req.Body).Decode(&in); err != nil || in.Records < 0 || in.Records > 10_000_000 {
-		http.Error(w, `body must be {"records": 1..10000000, "ru_per_record": n}`, http.StatusBadRequest)
+		http.Error(w, `body must be {"records": 0..10000000, "ru_per_record": n}`, http.StatusBadRequest)
 		return
 	}
 	if in.RUPerItem == 0 {

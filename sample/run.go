@@ -79,7 +79,13 @@ func startReplicas(ctx context.Context, cfg config, lib bool, st store, log zero
 	}
 	var reps []*replica
 	cleanup := func() {
-		stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		// Let the replicas finish what they hold, unless the run was
+		// interrupted: then stop at once.
+		grace := 10 * time.Second
+		if ctx.Err() != nil {
+			grace = 0
+		}
+		stopCtx, cancel := context.WithTimeout(context.Background(), grace)
 		defer cancel()
 		for _, r := range reps {
 			r.stop(stopCtx)
