@@ -22,6 +22,7 @@ type plan struct {
 	aloneRun    time.Duration // an instance alone at full demand
 	fourRun     time.Duration // four instances demanding everything
 	fourWindow  time.Duration // fairness and utilisation windows
+	fourWarmup  time.Duration // excluded: convergence; a whole number of windows
 	handoffHold time.Duration // A holds everything this long before the hand-off
 	waitLimit   time.Duration // longest wait for a shared-capacity condition
 }
@@ -34,7 +35,7 @@ func planFor(quick bool) plan {
 			rateRun: 3 * time.Second, rateWarmup: time.Second, rateWindow: time.Second, rateParallel: true,
 			latencyBatchable: 10, latencyAlone: 200,
 			rampRuns: 1, aloneRun: 2 * time.Second,
-			fourRun: 4 * time.Second, fourWindow: time.Second,
+			fourRun: 5 * time.Second, fourWindow: time.Second, fourWarmup: 2 * time.Second,
 			handoffHold: 500 * time.Millisecond, waitLimit: 20 * time.Second,
 		}
 	}
@@ -43,7 +44,12 @@ func planFor(quick bool) plan {
 		rateRun: 10 * time.Second, rateWarmup: time.Second, rateWindow: time.Second,
 		latencyBatchable: 150, latencyAlone: 1000,
 		rampRuns: 3, aloneRun: 30 * time.Second,
-		fourRun: 40 * time.Second, fourWindow: 5 * time.Second,
+		fourRun: 40 * time.Second, fourWindow: 5 * time.Second, fourWarmup: 5 * time.Second,
 		handoffHold: 3 * time.Second, waitLimit: 45 * time.Second,
 	}
+}
+
+// warmWindows is the number of windows the warm-up covers.
+func (p plan) warmWindows() int {
+	return int(p.fourWarmup / p.fourWindow)
 }
