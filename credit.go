@@ -27,7 +27,14 @@ type credit struct {
 
 // accrue brings the balance up to date at now for capacity per second,
 // capped at capacity × interval. The first call only records the time.
-func (c *credit) accrue(now time.Time, capacity uint32, interval time.Duration) {
+//
+// When waiting is true, operations have been waiting for this credit since
+// the last call, so the time since then was not idle: the loop woke as soon
+// as it could, and a late wake-up (timer slack, a busy machine) must not
+// cost capacity. The cap then stretches to the time actually elapsed; the
+// balance still cannot exceed what accrued since the last call, so nothing
+// banks up.
+func (c *credit) accrue(now time.Time, capacity uint32, interval time.Duration, waiting bool) {
 	if c.last.IsZero() {
 		c.last = now
 		return
@@ -37,6 +44,9 @@ func (c *credit) accrue(now time.Time, capacity uint32, interval time.Duration) 
 		return
 	}
 	c.last = now
+	if waiting && elapsed > interval {
+		interval = elapsed
+	}
 	limit := satMul(uint64(capacity), uint64(interval))
 	if c.balance >= limit {
 		c.balance = limit
@@ -65,40 +75,32 @@ func (c *credit) fill(now time.Time, capacity uint32, interval time.Duration) {
 // spend takes the cost of one operation if the rules allow it: an operation
 // of zero cost always passes, one of positive cost needs a positive balance.
 func (c *credit) spend(cost uint32) bool {
+	return c.spendAbove(cost, 0)
+}
+
+// spendAbove is spend with the balance required to be above floor instead
+// of zero (floor <= 0).
+func (c *credit) spendAbove(cost uint32, floor int64) bool {
 	if cost == 0 {
 		return true
 	}
-	if c.balance <= 0 {
+	if c.balance <= floor {
 		return false
 	}
 	c.balance -= int64(cost) * nanoPerCost
 	return true
 }
 
-// covers reports whether the balance is positive and pays for cost in full.
-func (c *credit) covers(cost uint64) bool {
-	if cost == 0 {
-		return true
-	}
-	return c.balance > 0 && uint64(c.balance) >= satMulU(cost, uint64(nanoPerCost))
+// reaches reports whether the balance is at least need.
+func (c *credit) reaches(need int64) bool {
+	return c.balance >= need
 }
 
-// readyAt returns when the balance will first pay for cost in full (or be
-// positive, when cost is zero) at capacity per second, and false when that
-// can never happen because it exceeds the cap or the capacity is zero.
-func (c *credit) readyAt(cost uint64, capacity uint32, interval time.Duration) (time.Time, bool) {
-	if capacity == 0 {
-		return time.Time{}, false
-	}
-	need := int64(1)
-	if cost > 0 {
-		n := satMulU(cost, uint64(nanoPerCost))
-		if n > math.MaxInt64/2 {
-			return time.Time{}, false
-		}
-		need = int64(n)
-	}
-	if need > satMul(uint64(capacity), uint64(interval)) {
+// readyAt returns when the balance will first reach need at capacity per
+// second, and false when it never can because need exceeds the cap or the
+// capacity is zero.
+func (c *credit) readyAt(need int64, capacity uint32, interval time.Duration) (time.Time, bool) {
+	if capacity == 0 || need > satMul(uint64(capacity), uint64(interval)) {
 		return time.Time{}, false
 	}
 	missing := need - c.balance

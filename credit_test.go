@@ -13,6 +13,7 @@ func TestCreditSteps(t *testing.T) {
 		spend    []uint32 // costs offered in order
 		want     int      // how many of them pass
 		balance  float64  // in cost units, after the step
+		waiting  bool     // operations waited for credit since the last step
 	}
 	tests := []struct {
 		name     string
@@ -20,38 +21,45 @@ func TestCreditSteps(t *testing.T) {
 		steps    []step
 	}{
 		{"first call only records the time", 100 * time.Millisecond, []step{
-			{0, 1000, []uint32{10}, 0, 0},
+			{0, 1000, []uint32{10}, 0, 0, false},
 		}},
 		{"one interval pays for exactly its worth", 100 * time.Millisecond, []step{
-			{0, 1000, nil, 0, 0},
-			{100 * time.Millisecond, 1000, []uint32{10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10}, 10, 0},
+			{0, 1000, nil, 0, 0, false},
+			{100 * time.Millisecond, 1000, []uint32{10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10}, 10, 0, false},
 		}},
 		{"idle time is capped at one interval", 100 * time.Millisecond, []step{
-			{0, 1000, nil, 0, 0},
-			{10 * time.Second, 1000, nil, 0, 100},
+			{0, 1000, nil, 0, 0, false},
+			{10 * time.Second, 1000, nil, 0, 100, false},
 		}},
 		{"debt of one op is repaid first", 100 * time.Millisecond, []step{
-			{0, 1000, nil, 0, 0},
-			{time.Millisecond, 1000, []uint32{500, 1}, 1, -499},
-			{400 * time.Millisecond, 1000, []uint32{1}, 0, -100},
-			{500 * time.Millisecond, 1000, []uint32{1}, 0, 0},
-			{501 * time.Millisecond, 1000, []uint32{1, 1}, 1, 0},
+			{0, 1000, nil, 0, 0, false},
+			{time.Millisecond, 1000, []uint32{500, 1}, 1, -499, false},
+			{400 * time.Millisecond, 1000, []uint32{1}, 0, -100, false},
+			{500 * time.Millisecond, 1000, []uint32{1}, 0, 0, false},
+			{501 * time.Millisecond, 1000, []uint32{1, 1}, 1, 0, false},
 		}},
 		{"zero cost needs no credit", 100 * time.Millisecond, []step{
-			{0, 0, nil, 0, 0},
-			{time.Second, 0, []uint32{0, 0, 1}, 2, 0},
+			{0, 0, nil, 0, 0, false},
+			{time.Second, 0, []uint32{0, 0, 1}, 2, 0, false},
+		}},
+		{"a late wake-up while waiting loses nothing", time.Millisecond, []step{
+			{0, 1000, nil, 0, 0, false},
+			{time.Millisecond, 1000, []uint32{10}, 1, -9, false},
+			{13 * time.Millisecond, 1000, []uint32{10, 10}, 1, -7, true},
+			{20 * time.Millisecond, 1000, nil, 0, 0, true},
+			{30 * time.Millisecond, 1000, nil, 0, 1, false},
 		}},
 		{"capacity change takes effect at once", 10 * time.Millisecond, []step{
-			{0, 100, nil, 0, 0},
-			{10 * time.Millisecond, 100, nil, 0, 1},
-			{20 * time.Millisecond, 5000, nil, 0, 50},
+			{0, 100, nil, 0, 0, false},
+			{10 * time.Millisecond, 100, nil, 0, 1, false},
+			{20 * time.Millisecond, 5000, nil, 0, 50, false},
 		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var c credit
 			for i, s := range tc.steps {
-				c.accrue(t0.Add(s.at), s.capacity, tc.interval)
+				c.accrue(t0.Add(s.at), s.capacity, tc.interval, s.waiting)
 				got := 0
 				for _, cost := range s.spend {
 					if !c.spend(cost) {
@@ -73,18 +81,18 @@ func TestCreditSteps(t *testing.T) {
 func TestCreditReadyAt(t *testing.T) {
 	t0 := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
 	c := credit{balance: -9 * nanoPerCost, last: t0}
-	at, ok := c.readyAt(0, 1000, time.Millisecond)
+	at, ok := c.readyAt(1, 1000, time.Millisecond)
 	if !ok || !at.Equal(t0.Add(9*time.Millisecond+time.Nanosecond)) {
 		t.Fatalf("positive at %v (%v), want 9ms+1ns", at.Sub(t0), ok)
 	}
-	at, ok = c.readyAt(1, 1000, time.Millisecond)
+	at, ok = c.readyAt(nanoPerCost, 1000, time.Millisecond)
 	if !ok || !at.Equal(t0.Add(10*time.Millisecond)) {
 		t.Fatalf("cost 1 at %v (%v), want 10ms", at.Sub(t0), ok)
 	}
-	if _, ok := c.readyAt(2, 1000, time.Millisecond); ok {
-		t.Fatal("a cost above the cap can never be covered")
+	if _, ok := c.readyAt(2*nanoPerCost, 1000, time.Millisecond); ok {
+		t.Fatal("a balance above the cap can never be reached")
 	}
-	if _, ok := c.readyAt(0, 0, time.Millisecond); ok {
+	if _, ok := c.readyAt(1, 0, time.Millisecond); ok {
 		t.Fatal("zero capacity can never pay")
 	}
 }
@@ -92,8 +100,8 @@ func TestCreditReadyAt(t *testing.T) {
 func TestCreditNoOverflow(t *testing.T) {
 	t0 := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
 	var c credit
-	c.accrue(t0, ^uint32(0), 24*time.Hour)
-	c.accrue(t0.Add(1000*time.Hour), ^uint32(0), 24*time.Hour)
+	c.accrue(t0, ^uint32(0), 24*time.Hour, false)
+	c.accrue(t0.Add(1000*time.Hour), ^uint32(0), 24*time.Hour, true)
 	if c.balance <= 0 {
 		t.Fatalf("balance overflowed: %d", c.balance)
 	}
@@ -101,7 +109,7 @@ func TestCreditNoOverflow(t *testing.T) {
 	if !c.spend(^uint32(0)) || c.balance != saturated-int64(^uint32(0))*nanoPerCost {
 		t.Fatalf("spending the largest cost from a saturated balance: %d", c.balance)
 	}
-	c.accrue(t0.Add(2000*time.Hour), ^uint32(0), 24*time.Hour)
+	c.accrue(t0.Add(2000*time.Hour), ^uint32(0), 24*time.Hour, false)
 	if c.balance != saturated {
 		t.Fatalf("balance after a long accrual: %d, want the cap %d", c.balance, saturated)
 	}

@@ -35,7 +35,11 @@
 // any operation cost, at zero capacity nothing of positive cost is released,
 // and Flush cannot raise the rate. Between flushes a batch of several
 // operations is released only when the credit pays for all of it, so that
-// batches are not cut up; at a flush a batch may be split to use the credit.
+// batches are not cut up; at a flush a batch may be split to use the credit,
+// with a tolerance of a few milliseconds' worth of capacity below zero so
+// that timer jitter at a tick cannot push a release a whole interval later.
+// While operations wait for credit, a late wake-up of the loop does not
+// forfeit the capacity that accrued meanwhile.
 //
 // With 10,000 cost per second and the default 100 ms flush interval, each
 // flush interval releases about 1,000 cost; batches that fill up in between

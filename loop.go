@@ -23,7 +23,7 @@ type loop struct {
 
 	credit      credit
 	capacity    uint32 // the limiter's capacity at the last release decision
-	waitCost    uint64 // what the head of ready waits for, when waiting
+	waitNeed    int64  // the balance the head of ready waits for (nano-cost)
 	waiting     bool   // the head of ready waits for credit
 	pause       pauser
 	deadlines   deadlines
@@ -213,8 +213,8 @@ func (l *loop) closeAll() {
 	l.openList = l.openList[:0]
 }
 
-// flush handles the flush interval and Flush: partial batches are released
-// within the credit, splitting a batch when the credit covers only part.
+// flush handles the flush interval and Flush: the batches being formed are
+// closed, to go as soon as the credit allows.
 func (l *loop) flush() {
 	now := l.clock.Now()
 	if l.pause.paused(now) {
@@ -226,10 +226,9 @@ func (l *loop) flush() {
 }
 
 // release hands ready batches to their watchers, in order, while the credit
-// and the concurrency limit allow. Between flushes a batch of several
-// operations goes only when the credit pays for all of it, so batches are
-// not cut up; at a flush (or while draining) it may be split.
-func (l *loop) release(now time.Time, split bool) {
+// and the concurrency limit allow (see affordable); tick is true at a flush.
+func (l *loop) release(now time.Time, tick bool) {
+	waited := l.waiting
 	l.waiting = false
 	if l.pause.paused(now) {
 		return
@@ -237,7 +236,7 @@ func (l *loop) release(now time.Time, split bool) {
 	limited := l.cfg.limiter != nil
 	if limited {
 		l.capacity = l.cfg.limiter.Capacity()
-		l.credit.accrue(now, l.capacity, l.cfg.flushInterval)
+		l.credit.accrue(now, l.capacity, l.cfg.flushInterval, waited)
 	}
 	for l.head < len(l.ready) {
 		if l.cfg.maxConcurrent > 0 && l.b.inflight.Load() >= int64(l.cfg.maxConcurrent) {
@@ -246,7 +245,7 @@ func (l *loop) release(now time.Time, split bool) {
 		p := l.ready[l.head]
 		n := len(p.ops)
 		if limited && n > 0 {
-			n = l.affordable(p, split)
+			n = l.affordable(p, tick)
 		}
 		if n == 0 && len(p.ops) > 0 {
 			l.waiting = true
@@ -285,20 +284,41 @@ func (l *loop) releaseFree(now time.Time) {
 }
 
 // affordable spends credit on the head batch and returns how many of its
-// operations may go now; waitCost records what it waits for otherwise.
-func (l *loop) affordable(p *pending, split bool) int {
-	if !split && len(p.ops) > 1 && !l.credit.covers(p.cost) {
-		l.waitCost = p.cost
-		return 0
+// operations may go now; waitNeed records the balance it waits for.
+//
+// Between flushes a single operation goes on any positive balance, and a
+// batch of several only when the balance pays for all of it, so batches are
+// not cut up; a batch costing more than the cap waits for the next flush.
+// At a flush (or while draining) a batch goes in the prefix the balance
+// pays for, with a tolerance of a few milliseconds' worth of capacity below
+// zero: the balance is often exactly zero at a tick, and without it timer
+// jitter would decide between that tick and the next one, a whole interval
+// later. The tolerance shifts when the debt is incurred, not how much, so
+// the rate is unchanged. A batch of zero cost needs no credit.
+func (l *loop) affordable(p *pending, tick bool) int {
+	if p.cost == 0 {
+		return len(p.ops)
+	}
+	floor := int64(0)
+	switch {
+	case tick:
+		floor = -satMul(uint64(l.capacity), uint64(min(l.cfg.flushInterval/10, 5*time.Millisecond)))
+	case len(p.ops) > 1:
+		l.waitNeed = int64(satMulU(p.cost, uint64(nanoPerCost)))
+		if !l.credit.reaches(l.waitNeed) {
+			return 0 // readyAt finds no time when waitNeed is above the cap
+		}
 	}
 	n := 0
 	for _, op := range p.ops {
-		if !l.credit.spend(op.Cost()) {
+		if !l.credit.spendAbove(op.Cost(), floor) {
 			break
 		}
 		n++
 	}
-	l.waitCost = 0
+	if n == 0 {
+		l.waitNeed = 1
+	}
 	return n
 }
 
@@ -370,7 +390,7 @@ func (l *loop) count(n int, cost uint64, wait time.Duration) {
 func (l *loop) arm(now time.Time) {
 	var at time.Time
 	if l.waiting && !l.pause.paused(now) {
-		if t, ok := l.credit.readyAt(l.waitCost, l.capacity, l.cfg.flushInterval); ok {
+		if t, ok := l.credit.readyAt(l.waitNeed, l.capacity, l.cfg.flushInterval); ok {
 			at = t
 		}
 	}
