@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/costwise/batcher/internal/fairness"
 )
 
 // The scenarios of issue 3 on the memory store, in fake time: shared
@@ -74,7 +76,7 @@ func TestSharedFourInstancesConverge(t *testing.T) {
 				t.Fatalf("at %v only %d of 20 partitions in use", s.clock.Now().Sub(simStart), total)
 			}
 		}
-		if j := jain(sum); j < 0.99 {
+		if j := fairness.Jain(sum); j < 0.99 {
 			t.Fatalf("window %d: Jain index %.3f (capacity %v)", w, j, sum)
 		}
 	}

@@ -208,16 +208,3 @@ func (s *sim) heldAll() []int {
 	}
 	return out
 }
-
-// jain returns Jain's fairness index of xs: 1 when all are equal.
-func jain(xs []float64) float64 {
-	var sum, sq float64
-	for _, x := range xs {
-		sum += x
-		sq += x * x
-	}
-	if sq == 0 {
-		return 1
-	}
-	return sum * sum / (float64(len(xs)) * sq)
-}

@@ -3,28 +3,10 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"math"
 	"strings"
 	"testing"
 	"time"
 )
-
-func TestJain(t *testing.T) {
-	for _, tc := range []struct {
-		xs   []float64
-		want float64
-	}{
-		{[]float64{5, 5, 5, 5}, 1},
-		{[]float64{20, 0, 0, 0}, 0.25},
-		{[]float64{10, 10, 0, 0}, 0.5},
-		{[]float64{0, 0}, 1},
-		{[]float64{6, 5, 5, 4}, 400.0 / (4 * 102)},
-	} {
-		if got := jain(tc.xs); math.Abs(got-tc.want) > 1e-12 {
-			t.Errorf("jain(%v) = %v, want %v", tc.xs, got, tc.want)
-		}
-	}
-}
 
 func TestPercentile(t *testing.T) {
 	ds := make([]time.Duration, 100)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/costwise/batcher"
+	"github.com/costwise/batcher/internal/fairness"
 )
 
 // rampAndAlone measures the ramp of a lone instance from nothing to every
@@ -211,7 +212,7 @@ func (b *bench) fourRows(s fourSamples) []result {
 		}
 		use := total / float64(s.counts[w]) / sharedCap
 		minUse, sumUse, n = min(minUse, use), sumUse+use, n+1
-		minJain = min(minJain, jain(s.sums[w]))
+		minJain = min(minJain, fairness.Jain(s.sums[w]))
 	}
 	use := sumUse / float64(max(n, 1))
 	win := b.plan.fourWindow.String()

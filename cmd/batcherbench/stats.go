@@ -27,20 +27,6 @@ func median(xs []float64) float64 {
 	return xs[(len(xs)-1)/2]
 }
 
-// jain returns Jain's fairness index of xs, (Σx)² / (n·Σx²): 1 when every x
-// is equal, 1/n when one takes everything. No demand at all counts as fair.
-func jain(xs []float64) float64 {
-	var sum, sq float64
-	for _, x := range xs {
-		sum += x
-		sq += x * x
-	}
-	if sq == 0 {
-		return 1
-	}
-	return sum * sum / (float64(len(xs)) * sq)
-}
-
 // windowLog records amounts (released cost) by the time they happened and
 // sums them over fixed windows afterwards. It is safe for concurrent use.
 type windowLog struct {
