@@ -44,8 +44,9 @@ import (
 //     particular to it (rendezvous hashing), so instances rarely race.
 //
 // Listings come every maxInterval/2 to maxInterval (random) while the
-// instance holds less than its target, and every 1.5 to 2.5 maxInterval
-// once settled, so a change of demand anywhere is seen within about a
+// instance holds less than its target or something moved at its last
+// listing (its holding, or any instance's demand), and every 1.5 to 2.5
+// maxInterval once settled, so a change of demand anywhere is seen within about a
 // second with the default maxInterval of 500 ms. A rise of W wakes the loop
 // at once (listings at most every maxInterval/4), so one instance ramps
 // from nothing to every partition in a single pass: one demand, one

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 )
@@ -211,6 +212,9 @@ func (r *SharedResource) rebalance(ctx context.Context, st *loopState, wanted, c
 		demands[o] = d
 	}
 	demands[r.owner] = uint32(wanted)
+	held := len(st.table)
+	moved := !maps.Equal(demands, st.demands)
+	st.demands = demands
 	shares := fairShares(count, demands)
 	st.share = shares[r.owner]
 	st.homeLo, st.homeHi = homeRange(r.owner, shares)
@@ -219,7 +223,13 @@ func (r *SharedResource) rebalance(ctx context.Context, st *loopState, wanted, c
 	free := r.readPartitions(st, snap.Partitions)
 	order := acquireOrder(r.owner, free, st.homeLo, st.homeHi)
 	r.acquire(ctx, st, order[:min(max(target-len(st.table), 0), len(order))])
-	if len(st.table) < target {
+	// Keep the quick pace while anything moves: this instance is short of
+	// its target, its holding changed, or some instance's demand changed. An
+	// instance that just took every free partition must soon see the demand
+	// of one that started at the same moment, or the other waits a whole
+	// settled interval for its share. Settled instances list slowly, which is
+	// what keeps full contention cheap.
+	if len(st.table) < target || len(st.table) != held || moved {
 		st.listAt = now.Add(r.jitter(0.5, 1))
 	} else {
 		st.listAt = now.Add(r.jitter(1.5, 2.5))

@@ -19,13 +19,14 @@ type loopState struct {
 	share     int       // fair share computed from the last snapshot
 	homeLo    int       // home range [homeLo, homeHi) from the last snapshot
 	homeHi    int
-	peak      int          // highest demand lately, held by damp
-	peakUntil time.Time    // when a fall below peak may take effect
-	holdUntil time.Time    // when a held fall takes effect; zero if none
-	failures  int          // consecutive passes with a storage error
-	failed    bool         // a storage call failed in this pass
-	provision bool         // the store lost partitions; provision again
-	uncertain map[int]bool // acquires whose outcome is unknown
+	peak      int               // highest demand lately, held by damp
+	peakUntil time.Time         // when a fall below peak may take effect
+	holdUntil time.Time         // when a held fall takes effect; zero if none
+	failures  int               // consecutive passes with a storage error
+	failed    bool              // a storage call failed in this pass
+	provision bool              // the store lost partitions; provision again
+	uncertain map[int]bool      // acquires whose outcome is unknown
+	demands   map[string]uint32 // the demands seen at the last snapshot, own included
 }
 
 // run is the loop goroutine: it makes a pass over the lease table, sleeps
