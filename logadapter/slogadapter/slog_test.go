@@ -2,7 +2,6 @@ package slogadapter_test
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"strings"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/costwise/batcher"
 	"github.com/costwise/batcher/batchertest"
+	"github.com/costwise/batcher/internal/jsonlines"
 	"github.com/costwise/batcher/logadapter"
 	"github.com/costwise/batcher/logadapter/slogadapter"
 )
@@ -32,23 +32,6 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
-}
-
-// records parses the JSON lines written by a slog.JSONHandler.
-func records(t *testing.T, out string) []map[string]interface{} {
-	t.Helper()
-	var recs []map[string]interface{}
-	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-		if line == "" {
-			continue
-		}
-		var m map[string]interface{}
-		if err := json.Unmarshal([]byte(line), &m); err != nil {
-			t.Fatalf("line %q: %v", line, err)
-		}
-		recs = append(recs, m)
-	}
-	return recs
 }
 
 func jsonLogger(w *syncBuffer, level slog.Level) *slog.Logger {
@@ -72,7 +55,7 @@ func TestLevels(t *testing.T) {
 	for i, e := range events {
 		l(e, i, "", nil)
 	}
-	recs := records(t, out.String())
+	recs := jsonlines.Parse(t, out.String())
 	if len(recs) != len(events) {
 		t.Fatalf("%d records for %d events", len(recs), len(events))
 	}
@@ -96,7 +79,7 @@ func TestLevelFilterAndError(t *testing.T) {
 	l := slogadapter.Listener(jsonLogger(&out, slog.LevelInfo), "cosmos")
 	l(batcher.CapacityEvent, 100, "", nil)
 	l(batcher.ErrorEvent, 0, "batcher: renew: store down", errors.New("store down"))
-	recs := records(t, out.String())
+	recs := jsonlines.Parse(t, out.String())
 	if len(recs) != 1 {
 		t.Fatalf("records %v, want only the error", recs)
 	}
@@ -135,7 +118,7 @@ func TestPanickingWatcherLogsWithoutPayload(t *testing.T) {
 		t.Fatalf("payload logged: %s", out.String())
 	}
 	var sawBatch bool
-	for _, r := range records(t, out.String()) {
+	for _, r := range jsonlines.Parse(t, out.String()) {
 		if r["event"] == batcher.BatchEvent {
 			sawBatch = r["val"] == float64(2) && r["level"] == "DEBUG"
 		}
@@ -154,7 +137,7 @@ func TestNilLoggerUsesDefault(t *testing.T) {
 	slog.SetDefault(jsonLogger(&out, slog.LevelDebug))
 	defer slog.SetDefault(prev)
 	slogadapter.Listener(nil, "x")(batcher.ShutdownEvent, 0, "", nil)
-	if recs := records(t, out.String()); len(recs) != 1 || recs[0]["level"] != "INFO" {
+	if recs := jsonlines.Parse(t, out.String()); len(recs) != 1 || recs[0]["level"] != "INFO" {
 		t.Fatalf("records %v", recs)
 	}
 }

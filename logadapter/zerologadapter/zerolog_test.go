@@ -3,7 +3,6 @@ package zerologadapter_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -11,25 +10,10 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/costwise/batcher"
+	"github.com/costwise/batcher/internal/jsonlines"
 	"github.com/costwise/batcher/logadapter"
 	"github.com/costwise/batcher/logadapter/zerologadapter"
 )
-
-func records(t *testing.T, out string) []map[string]interface{} {
-	t.Helper()
-	var recs []map[string]interface{}
-	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-		if line == "" {
-			continue
-		}
-		var m map[string]interface{}
-		if err := json.Unmarshal([]byte(line), &m); err != nil {
-			t.Fatalf("line %q: %v", line, err)
-		}
-		recs = append(recs, m)
-	}
-	return recs
-}
 
 func TestLevels(t *testing.T) {
 	events := []string{
@@ -44,7 +28,7 @@ func TestLevels(t *testing.T) {
 	for i, e := range events {
 		l(e, i, "", []batcher.IOperation{batcher.NewOperation(nil, 1, "secret-payload", true)})
 	}
-	recs := records(t, out.String())
+	recs := jsonlines.Parse(t, out.String())
 	if len(recs) != len(events) {
 		t.Fatalf("%d records for %d events", len(recs), len(events))
 	}
@@ -70,7 +54,7 @@ func TestLevelFilterAndError(t *testing.T) {
 	l(batcher.ShutdownEvent, 0, "", nil)
 	l(batcher.RequestEvent, 7, "", nil)
 	l(batcher.ErrorEvent, 0, "batcher: renew: store down", errors.New("store down"))
-	recs := records(t, out.String())
+	recs := jsonlines.Parse(t, out.String())
 	if len(recs) != 1 {
 		t.Fatalf("records %v, want only the error", recs)
 	}
@@ -91,7 +75,7 @@ func TestProvisionedResourceEvents(t *testing.T) {
 	}
 	r.SetCapacity(20)
 	r.Stop()
-	recs := records(t, out.String())
+	recs := jsonlines.Parse(t, out.String())
 	if len(recs) != 1 || recs[0]["event"] != batcher.ShutdownEvent || recs[0]["level"] != "info" ||
 		recs[0]["source"] != "provisioned" {
 		t.Fatalf("records %v, want the shutdown only", recs)
