@@ -282,16 +282,29 @@ func (m *AzureLeaseManager) duration(partition int, owner string) int32 {
 // returns a LeaseDurationError. Acquiring a lease the owner already holds
 // extends it, as Azure allows.
 func (m *AzureLeaseManager) Acquire(ctx context.Context, partition int, owner string, d time.Duration) error {
+	lc, secs, err := m.leaseFor(partition, owner, d)
+	if err != nil {
+		return err
+	}
+	return m.take(ctx, lc, partition, owner, secs, "lease acquire")
+}
+
+// leaseFor checks d and returns the lease client of partition for owner
+// with d in whole seconds.
+func (m *AzureLeaseManager) leaseFor(partition int, owner string, d time.Duration) (*lease.BlobClient, int32, error) {
 	secs, err := leaseSeconds(d)
 	if err != nil {
-		return err
+		return nil, 0, err
 	}
 	lc, err := m.leaseClient(partition, owner)
-	if err != nil {
-		return err
-	}
+	return lc, secs, err
+}
+
+// take acquires the lease for secs seconds and remembers that duration, so
+// that Renew knows whether the lease must be taken again to change it.
+func (m *AzureLeaseManager) take(ctx context.Context, lc *lease.BlobClient, partition int, owner string, secs int32, what string) error {
 	if _, err := lc.AcquireLease(ctx, secs, nil); err != nil {
-		return storageError(ctx, err, "lease acquire", partition)
+		return storageError(ctx, err, what, partition)
 	}
 	m.setDuration(partition, owner, secs)
 	return nil
@@ -304,11 +317,7 @@ func (m *AzureLeaseManager) Acquire(ctx context.Context, partition int, owner st
 // As in Azure, the owner of an expired lease that nobody took since may
 // renew it.
 func (m *AzureLeaseManager) Renew(ctx context.Context, partition int, owner string, d time.Duration) error {
-	secs, err := leaseSeconds(d)
-	if err != nil {
-		return err
-	}
-	lc, err := m.leaseClient(partition, owner)
+	lc, secs, err := m.leaseFor(partition, owner, d)
 	if err != nil {
 		return err
 	}
@@ -318,11 +327,7 @@ func (m *AzureLeaseManager) Renew(ctx context.Context, partition int, owner stri
 	if m.duration(partition, owner) == secs {
 		return nil
 	}
-	if _, err := lc.AcquireLease(ctx, secs, nil); err != nil {
-		return storageError(ctx, err, "lease renew", partition)
-	}
-	m.setDuration(partition, owner, secs)
-	return nil
+	return m.take(ctx, lc, partition, owner, secs, "lease renew")
 }
 
 // Release ends owner's lease on partition, so any owner may acquire it at

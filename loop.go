@@ -105,8 +105,9 @@ func (l *loop) run() {
 	}
 }
 
-// step is run after every event: it takes new operations, retires batches
-// past their deadline, releases what the credit allows, and re-arms the timer.
+// step is run after every event: it takes new operations, releases what the
+// credit allows, and re-arms the timer (arm also retires the batches past
+// their deadline).
 func (l *loop) step() {
 	now := l.clock.Now()
 	l.intake()
@@ -116,7 +117,6 @@ func (l *loop) step() {
 	if l.draining {
 		l.closeAll()
 	}
-	l.deadlines.expire(now, l.b.markDone)
 	l.release(now, l.draining)
 	l.arm(now)
 	if l.draining && !l.drained && l.b.buffered.Load() == 0 && l.b.inflight.Load() == 0 {
@@ -385,8 +385,9 @@ func (l *loop) count(n int, cost uint64, wait time.Duration) {
 	}
 }
 
-// arm sets the timer for the next moment something can happen without
-// another event: the credit paying for the waiting batch, or a deadline.
+// arm retires the batches whose deadline has passed and sets the timer for
+// the next moment something can happen without another event: the credit
+// paying for the waiting batch, or the next deadline.
 func (l *loop) arm(now time.Time) {
 	var at time.Time
 	if l.waiting && !l.pause.paused(now) {
