@@ -90,6 +90,7 @@ func serverMillis(t testing.TB, c redis.UniversalClient) int64 {
 type redisServer struct {
 	bin  string
 	port int
+	dir  string // working directory: nothing it writes lands in the tree
 	cmd  *exec.Cmd
 }
 
@@ -122,7 +123,7 @@ func freePort(t testing.TB) int {
 // port, with extra arguments, and stops it at cleanup.
 func startRedisServer(t testing.TB, extra ...string) *redisServer {
 	t.Helper()
-	s := &redisServer{bin: redisServerBin(t), port: freePort(t)}
+	s := &redisServer{bin: redisServerBin(t), port: freePort(t), dir: t.TempDir()}
 	s.start(t, extra...)
 	t.Cleanup(s.kill)
 	return s
@@ -136,7 +137,7 @@ func (s *redisServer) addr() string {
 func (s *redisServer) start(t testing.TB, extra ...string) {
 	t.Helper()
 	args := append([]string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--daemonize", "no"}, extra...)
+		"--save", "", "--appendonly", "no", "--daemonize", "no", "--dir", s.dir}, extra...)
 	s.cmd = exec.Command(s.bin, args...)
 	if err := s.cmd.Start(); err != nil {
 		unavailable(t, "starting %s: %v", s.bin, err)
