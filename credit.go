@@ -29,11 +29,15 @@ type credit struct {
 // capped at capacity × interval. The first call only records the time.
 //
 // When waiting is true, operations have been waiting for this credit since
-// the last call, so the time since then was not idle: the loop woke as soon
-// as it could, and a late wake-up (timer slack, a busy machine) must not
-// cost capacity. The cap then stretches to the time actually elapsed; the
-// balance still cannot exceed what accrued since the last call, so nothing
-// banks up.
+// the last call, so the time since then was not idle: the loop meant to wake
+// when the credit was due, and a wake-up that timer slack made a little late
+// should not cost capacity: when the lateness is within catchUp, the cap
+// stretches to the time elapsed. A longer absence is a stall (a blocked
+// listener, a stopped process, a jump of the clock); the cap stays one
+// interval's worth and what accrued beyond it is forfeited, so that after a
+// stall the batcher releases one interval's worth at once, not
+// stall × capacity, and no one-second window sees more than the capacity,
+// one interval's worth and the debt of one operation.
 func (c *credit) accrue(now time.Time, capacity uint32, interval time.Duration, waiting bool) {
 	if c.last.IsZero() {
 		c.last = now
@@ -44,7 +48,7 @@ func (c *credit) accrue(now time.Time, capacity uint32, interval time.Duration, 
 		return
 	}
 	c.last = now
-	if waiting && elapsed > interval {
+	if waiting && elapsed > interval && elapsed-interval <= catchUp(interval) {
 		interval = elapsed
 	}
 	limit := satMul(uint64(capacity), uint64(interval))
@@ -62,6 +66,17 @@ func (c *credit) accrue(now time.Time, capacity uint32, interval time.Duration, 
 		return
 	}
 	c.balance += int64(capacity) * int64(elapsed) // below missing, so no overflow
+}
+
+// maxCatchUp bounds how much a late wake-up may stretch the credit cap: a few
+// milliseconds cover the timer slack of a busy machine, and anything later
+// is a stall whose capacity is not made up.
+const maxCatchUp = 2 * time.Millisecond
+
+// catchUp returns the largest lateness a wake-up may make up for with the
+// given flush interval: maxCatchUp, and never more than the interval itself.
+func catchUp(interval time.Duration) time.Duration {
+	return min(interval, maxCatchUp)
 }
 
 // fill sets the balance to its cap at now, as if the batcher had been idle

@@ -42,12 +42,23 @@ func TestCreditSteps(t *testing.T) {
 			{0, 0, nil, 0, 0, false},
 			{time.Second, 0, []uint32{0, 0, 1}, 2, 0, false},
 		}},
-		{"a late wake-up while waiting loses nothing", time.Millisecond, []step{
+		{"a wake-up late by timer slack while waiting loses nothing", 100 * time.Millisecond, []step{
+			{0, 1000, nil, 0, 0, false},
+			{time.Millisecond, 1000, []uint32{101}, 1, -100, false},
+			{102 * time.Millisecond, 1000, []uint32{1}, 1, 0, true},
+			{204 * time.Millisecond, 1000, nil, 0, 102, true},
+		}},
+		{"a stall while waiting forfeits what accrued beyond one interval", time.Millisecond, []step{
 			{0, 1000, nil, 0, 0, false},
 			{time.Millisecond, 1000, []uint32{10}, 1, -9, false},
-			{13 * time.Millisecond, 1000, []uint32{10, 10}, 1, -7, true},
-			{20 * time.Millisecond, 1000, nil, 0, 0, true},
+			{13 * time.Millisecond, 1000, []uint32{10, 10}, 1, -9, true},
+			{20 * time.Millisecond, 1000, []uint32{1}, 0, -2, true},
 			{30 * time.Millisecond, 1000, nil, 0, 1, false},
+		}},
+		{"a ten-second stall with a backlog leaves one interval's worth", 100 * time.Millisecond, []step{
+			{0, 1000, nil, 0, 0, false},
+			{100 * time.Millisecond, 1000, []uint32{100}, 1, 0, false},
+			{10100 * time.Millisecond, 1000, nil, 0, 100, true},
 		}},
 		{"capacity change takes effect at once", 10 * time.Millisecond, []step{
 			{0, 100, nil, 0, 0, false},

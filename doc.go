@@ -38,8 +38,12 @@
 // batches are not cut up; at a flush a batch may be split to use the credit,
 // with a tolerance of a few milliseconds' worth of capacity below zero so
 // that timer jitter at a tick cannot push a release a whole interval later.
-// While operations wait for credit, a late wake-up of the loop does not
-// forfeit the capacity that accrued meanwhile.
+// While operations wait for credit, a wake-up of the loop that timer slack
+// made a few milliseconds late does not forfeit the capacity that accrued
+// meanwhile; a longer absence (a listener that blocks the loop, a stopped
+// process) is a stall, and the capacity it missed is not made up: after any
+// stall no one-second window sees more than the capacity, one flush
+// interval's worth and one operation.
 //
 // With 10,000 cost per second and the default 100 ms flush interval, each
 // flush interval releases about 1,000 cost; batches that fill up in between

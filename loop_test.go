@@ -329,3 +329,59 @@ func TestMaxConcurrentBatches(t *testing.T) {
 		t.Fatalf("released %d after the callbacks returned, want 5", n)
 	}
 }
+
+// maxWindow returns the largest cost released in any window of length d
+// that starts at a release.
+func (h *harness) maxWindow(d time.Duration) uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var best uint64
+	for i, r := range h.releases {
+		var sum uint64
+		for _, s := range h.releases[i:] {
+			if s.at >= r.at+d {
+				break
+			}
+			sum += s.cost
+		}
+		best = max(best, sum)
+	}
+	return best
+}
+
+// TestStallReleasesNoBurst checks that after the loop was away for a long
+// time with a backlog (a blocked listener, a stopped process, a jump of the
+// clock) it does not make up for the lost time: no one-second window sees
+// more than the capacity, one flush interval's worth and one operation, and
+// the rate afterwards is the capacity again.
+func TestStallReleasesNoBurst(t *testing.T) {
+	for _, stall := range []time.Duration{150 * time.Millisecond, 3 * time.Second, 10 * time.Second} {
+		t.Run(stall.String(), func(t *testing.T) {
+			const capacity, cost = 1000, 7
+			h := newHarness(t, func(b *Batcher) {
+				b.WithRateLimiter(NewProvisionedResource(capacity)).WithFlushInterval(100 * time.Millisecond)
+			})
+			w := NewWatcher(noop).WithMaxBatchSize(10)
+			h.enqueue(w, 30*capacity/cost, cost, true)
+			h.run(2 * time.Second)
+			h.fc.Set(h.fc.Now().Add(stall)) // nothing runs meanwhile
+			h.run(3 * time.Second)
+			bound := uint64(capacity + capacity/10 + cost)
+			if got := h.maxWindow(time.Second); got > bound {
+				t.Errorf("a one-second window released %d cost, more than %d", got, bound)
+			}
+			end := 2*time.Second + stall
+			var after uint64
+			h.mu.Lock()
+			for _, r := range h.releases {
+				if r.at >= end+time.Second && r.at < end+3*time.Second {
+					after += r.cost
+				}
+			}
+			h.mu.Unlock()
+			if ratio := float64(after) / (2 * capacity); ratio < 0.97 || ratio > 1.03 {
+				t.Errorf("after the stall: %d cost in 2 s, %.3f× capacity", after, ratio)
+			}
+		})
+	}
+}

@@ -2,22 +2,26 @@ package batcher
 
 import (
 	"context"
-	"sync"
 	"sync/atomic"
 
 	"github.com/google/uuid"
 )
 
 // ProvisionedResource is a RateLimiter with a fixed capacity per second that
-// can be changed at run time with SetCapacity. Capacity and MaxCapacity are
-// always equal. It needs no storage: Provision and Start do nothing but may
-// be called for symmetry with the shared resources. It is safe for
-// concurrent use.
+// can be changed at run time with SetCapacity. It needs no storage: Provision
+// and Start do nothing but may be called for symmetry with the shared
+// resources. It is safe for concurrent use, and its listeners may call any of
+// its methods, Stop included.
+//
+// MaxCapacity is the largest capacity the resource has had: the one it was
+// created with or a larger one set since. Lowering the capacity, to zero
+// included, therefore does not make a Batcher refuse operations that fitted
+// before: they are buffered and wait until capacity returns.
 type ProvisionedResource struct {
 	capacity  atomic.Uint32
+	max       atomic.Uint32
 	listeners listeners
-	setMu     sync.Mutex // orders SetCapacity calls so capacity events follow the stored value
-	stopOnce  sync.Once
+	stopped   atomic.Bool
 }
 
 // NewProvisionedResource returns a rate limiter that supplies capacity cost
@@ -25,6 +29,7 @@ type ProvisionedResource struct {
 func NewProvisionedResource(capacity uint32) *ProvisionedResource {
 	r := &ProvisionedResource{}
 	r.capacity.Store(capacity)
+	r.max.Store(capacity)
 	return r
 }
 
@@ -48,28 +53,40 @@ func (r *ProvisionedResource) Start(ctx context.Context) error {
 	return nil
 }
 
-// Stop raises the shutdown event once; the capacity stays readable.
+// Stop raises the shutdown event on its first call; later calls, from a
+// shutdown listener too, return at once. The capacity stays readable.
 func (r *ProvisionedResource) Stop() {
-	r.stopOnce.Do(func() { r.listeners.emit(ShutdownEvent, 0, "", nil) })
+	if r.stopped.CompareAndSwap(false, true) {
+		r.listeners.emit(ShutdownEvent, 0, "", nil)
+	}
 }
 
-// MaxCapacity returns the provisioned capacity.
-func (r *ProvisionedResource) MaxCapacity() uint32 { return r.capacity.Load() }
+// MaxCapacity returns the largest capacity the resource has had: the one it
+// was created with, or a larger one given to SetCapacity since.
+func (r *ProvisionedResource) MaxCapacity() uint32 { return r.max.Load() }
 
-// Capacity returns the provisioned capacity.
+// Capacity returns the current capacity.
 func (r *ProvisionedResource) Capacity() uint32 { return r.capacity.Load() }
 
 // GiveMe does nothing: the capacity of a ProvisionedResource does not depend
 // on demand.
 func (r *ProvisionedResource) GiveMe(target uint32) {}
 
-// SetCapacity changes both Capacity and MaxCapacity to capacity and raises a
-// capacity event when the value changed. A Batcher using this limiter sees the
-// new rate from its next release decision on.
+// SetCapacity changes the capacity, raising MaxCapacity when capacity is
+// larger, and raises a capacity event when the value changed. Zero stops
+// releases of positive cost until a later SetCapacity; operations already
+// buffered wait, and new ones that fit MaxCapacity are still accepted. A
+// Batcher using this limiter sees the new rate from its next release
+// decision on. The events of concurrent SetCapacity calls may arrive in any
+// order; Capacity always returns the value stored last.
 func (r *ProvisionedResource) SetCapacity(capacity uint32) {
-	r.setMu.Lock()
 	old := r.capacity.Swap(capacity)
-	r.setMu.Unlock()
+	for {
+		m := r.max.Load()
+		if capacity <= m || r.max.CompareAndSwap(m, capacity) {
+			break
+		}
+	}
 	if old != capacity {
 		r.listeners.emit(CapacityEvent, int(capacity), "", nil)
 	}

@@ -24,8 +24,8 @@ func TestProvisionedResource(t *testing.T) {
 		t.Fatalf("capacity %d max %d, want 1000", r.Capacity(), r.MaxCapacity())
 	}
 	r.SetCapacity(250)
-	if r.Capacity() != 250 || r.MaxCapacity() != 250 {
-		t.Fatalf("after SetCapacity: capacity %d max %d, want 250", r.Capacity(), r.MaxCapacity())
+	if r.Capacity() != 250 || r.MaxCapacity() != 1000 {
+		t.Fatalf("after SetCapacity(250): capacity %d max %d, want 250 and 1000", r.Capacity(), r.MaxCapacity())
 	}
 	r.SetCapacity(250) // unchanged: no event
 	r.Stop()
@@ -40,7 +40,9 @@ func TestProvisionedResource(t *testing.T) {
 }
 
 // TestSetCapacityChangesTheRate runs a batcher against a provisioned resource
-// whose capacity is lowered to zero: nothing of positive cost goes after it.
+// whose capacity is lowered to zero: operations that fit the capacity it was
+// created with are still accepted, nothing of positive cost goes while it is
+// zero, and everything goes once capacity returns.
 func TestSetCapacityChangesTheRate(t *testing.T) {
 	r := batcher.NewProvisionedResource(1000)
 	c := &collector{}
@@ -52,7 +54,47 @@ func TestSetCapacityChangesTheRate(t *testing.T) {
 	}
 	waitFor(t, "first op", func() bool { return c.ops.Load() == 1 })
 	r.SetCapacity(0)
-	if err := b.Enqueue(batcher.NewOperation(w, 10, 1, false)); err == nil {
-		t.Fatal("an op costlier than the new max capacity was accepted")
+	if r.MaxCapacity() != 1000 {
+		t.Fatalf("MaxCapacity after SetCapacity(0): %d, want 1000", r.MaxCapacity())
+	}
+	for i := 1; i <= 3; i++ {
+		if err := b.Enqueue(batcher.NewOperation(w, 10, i, false)); err != nil {
+			t.Fatalf("enqueue at zero capacity: %v", err)
+		}
+	}
+	if err := b.Enqueue(batcher.NewOperation(w, 1001, 4, false)); err == nil {
+		t.Fatal("an op costlier than MaxCapacity was accepted")
+	}
+	for i := 0; i < 20; i++ {
+		fc.Advance(batcher.DefaultFlushInterval)
+	}
+	b.Flush()
+	waitFor(t, "buffered ops counted", func() bool { return b.OperationsInBuffer() == 3 })
+	if n := c.ops.Load(); n != 1 {
+		t.Fatalf("%d ops released at zero capacity, want only the first", n)
+	}
+	r.SetCapacity(1000)
+	for i := 0; i < 5 && c.ops.Load() < 4; i++ {
+		fc.Advance(batcher.DefaultFlushInterval)
+		b.Flush()
+	}
+	waitFor(t, "ops released after capacity returned", func() bool { return c.ops.Load() == 4 })
+}
+
+// TestProvisionedStopFromItsShutdownListener checks that a shutdown listener
+// may call Stop again without deadlocking, before and after Start.
+func TestProvisionedStopFromItsShutdownListener(t *testing.T) {
+	r := batcher.NewProvisionedResource(10)
+	calls := 0
+	r.AddListener(func(event string, val int, msg string, md interface{}) {
+		if event == batcher.ShutdownEvent {
+			calls++
+			r.Stop()
+		}
+	})
+	r.Stop()
+	r.Stop()
+	if calls != 1 {
+		t.Fatalf("shutdown listener called %d times, want 1", calls)
 	}
 }
