@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -165,7 +167,9 @@ func (s *server) serve(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	g := grpc.NewServer()
+	// Stream workers reuse goroutines whose stacks have grown, instead of a
+	// new goroutine per call.
+	g := grpc.NewServer(grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))))
 	ratelimiterv1.RegisterRateLimiterServer(g, &allowServer{s: s})
 	rlsv3.RegisterRateLimitServiceServer(g, envoyGRPC{s: s})
 	hs := &http.Server{Handler: s.httpHandler(), ReadHeaderTimeout: 5 * time.Second}
@@ -173,6 +177,8 @@ func (s *server) serve(ctx context.Context) error {
 	if s.metricsLn != nil {
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
 		ms = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	}
 

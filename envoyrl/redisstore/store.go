@@ -26,18 +26,20 @@ import (
 	"github.com/costwise/batcher/envoyrl"
 )
 
-// addScript adds ARGV[i] to KEYS[i] and gives a counter it creates its
-// expiry, ARGV[n+i] milliseconds; it returns the values after the additions.
+// addScript adds ARGV[i] to KEYS[i] and returns the values after the
+// additions. A counter that does not exist is created by SET NX with its
+// expiry, ARGV[n+i] milliseconds: one command for a new counter, INCRBY
+// for one that exists.
 var addScript = redis.NewScript(`
 local n = #KEYS
 local out = {}
 for i = 1, n do
   local hits = tonumber(ARGV[i])
-  local v = redis.call('INCRBY', KEYS[i], hits)
-  if v == hits then
-    redis.call('PEXPIRE', KEYS[i], ARGV[n + i])
+  if redis.call('SET', KEYS[i], hits, 'NX', 'PX', ARGV[n + i]) then
+    out[i] = hits
+  else
+    out[i] = redis.call('INCRBY', KEYS[i], hits)
   end
-  out[i] = v
 end
 return out
 `)
