@@ -18,7 +18,8 @@ type metrics struct {
 
 	// counters caches the decision counters by label values, so that a
 	// decision does not hash its labels each time.
-	counters sync.Map // [4]string -> prometheus.Counter
+	counters  sync.Map // [4]string -> prometheus.Counter
+	observers sync.Map // api -> prometheus.Observer
 }
 
 func newMetrics() *metrics {
@@ -63,7 +64,11 @@ func (m *metrics) decision(api, domain, rule, result string) {
 
 // observe records a call's duration.
 func (m *metrics) observe(api string, start time.Time) {
-	m.latency.WithLabelValues(api).Observe(time.Since(start).Seconds())
+	o, ok := m.observers.Load(api)
+	if !ok {
+		o, _ = m.observers.LoadOrStore(api, m.latency.WithLabelValues(api))
+	}
+	o.(prometheus.Observer).Observe(time.Since(start).Seconds())
 }
 
 // envoyObserver feeds the Envoy service's decisions into the metrics.

@@ -27,15 +27,25 @@ import (
 )
 
 // addScript adds ARGV[i] to KEYS[i] and returns the values after the
-// additions. A counter that does not exist is created by SET NX with its
-// expiry, ARGV[n+i] milliseconds: one command for a new counter, INCRBY
-// for one that exists.
+// additions. ARGV[n+i] is the counter's expiry in milliseconds, negated
+// when the counter probably exists already. A counter thought new is
+// created by SET NX with its expiry (one command when it is new); one
+// thought to exist is added to by INCRBY, its expiry set only if the
+// INCRBY created it (one command when it exists). The guess only saves
+// commands: either way the result is the same.
 var addScript = redis.NewScript(`
 local n = #KEYS
 local out = {}
 for i = 1, n do
   local hits = tonumber(ARGV[i])
-  if redis.call('SET', KEYS[i], hits, 'NX', 'PX', ARGV[n + i]) then
+  local ttl = tonumber(ARGV[n + i])
+  if ttl < 0 then
+    local v = redis.call('INCRBY', KEYS[i], hits)
+    if v == hits then
+      redis.call('PEXPIRE', KEYS[i], -ttl)
+    end
+    out[i] = v
+  elseif redis.call('SET', KEYS[i], hits, 'NX', 'PX', ttl) then
     out[i] = hits
   else
     out[i] = redis.call('INCRBY', KEYS[i], hits)
@@ -44,9 +54,13 @@ end
 return out
 `)
 
+// maxKnown bounds the counters a store remembers having created; past it
+// the memory starts afresh, which costs a few commands, not correctness.
+const maxKnown = 1 << 16
+
 // Options tune a Store.
 type Options struct {
-	// Workers is how many batches may be in flight at once; default 4.
+	// Workers is how many batches may be in flight at once; default 2.
 	Workers int
 	// MaxBatch caps the counters one batch carries; default 512.
 	MaxBatch int
@@ -60,8 +74,11 @@ type Store struct {
 	maxBatch int
 	calls    chan *call
 	stop     chan struct{}
-	wg       sync.WaitGroup
-	once     sync.Once
+
+	knownMu sync.Mutex
+	known   map[string]int64 // counter -> Unix ms it expires; guarded by knownMu
+	wg      sync.WaitGroup
+	once    sync.Once
 }
 
 // call is one Add waiting for its batch. The worker owns counts until it
@@ -79,7 +96,7 @@ type call struct {
 // is driven slot by slot.
 func New(client redis.UniversalClient, opts Options) *Store {
 	if opts.Workers <= 0 {
-		opts.Workers = 4
+		opts.Workers = 2
 	}
 	if opts.MaxBatch <= 0 {
 		opts.MaxBatch = 512
@@ -91,6 +108,7 @@ func New(client redis.UniversalClient, opts Options) *Store {
 		maxBatch: opts.MaxBatch,
 		calls:    make(chan *call, 4*opts.MaxBatch),
 		stop:     make(chan struct{}),
+		known:    map[string]int64{},
 	}
 	s.wg.Add(opts.Workers)
 	for range opts.Workers {
@@ -270,7 +288,31 @@ func (s *Store) plan(batch []*call) ([]group, map[string][2]int) {
 			g.args = append(g.args, t.Milliseconds())
 		}
 	}
+	s.guess(groups)
 	return groups, where
+}
+
+// guess negates the TTL argument of the counters this store created and
+// that have not expired since, so that the script adds to them directly,
+// and remembers the others as created.
+func (s *Store) guess(groups []group) {
+	now := time.Now().UnixMilli()
+	s.knownMu.Lock()
+	defer s.knownMu.Unlock()
+	if len(s.known) > maxKnown {
+		clear(s.known)
+	}
+	for gi := range groups {
+		g := &groups[gi]
+		for i, k := range g.keys {
+			ttl := g.args[len(g.keys)+i].(int64)
+			if s.known[k] > now {
+				g.args[len(g.keys)+i] = -ttl
+			} else {
+				s.known[k] = now + ttl
+			}
+		}
+	}
 }
 
 // exec runs every group's script call in one pipeline, loading the script

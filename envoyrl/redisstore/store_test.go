@@ -149,6 +149,19 @@ func testExpiry(t *testing.T, c redis.UniversalClient) {
 	if cs[0].Count != 3 || ttl <= 25*time.Second || ttl > 30*time.Second {
 		t.Fatalf("count %d ttl %v, want 3 and about 30 s", cs[0].Count, ttl)
 	}
+	// The store now takes the counter to exist; deleted behind its back, it
+	// is created again with its expiry.
+	if err := c.Del(context.Background(), key).Err(); err != nil {
+		t.Fatal(err)
+	}
+	cs = []envoyrl.Counter{{Key: key, Hits: 2, TTL: 30 * time.Second}, {Key: key, Hits: 1, TTL: 30 * time.Second}}
+	if err := st.Add(context.Background(), cs); err != nil {
+		t.Fatal(err)
+	}
+	ttl = c.PTTL(context.Background(), key).Val()
+	if cs[0].Count != 2 || cs[1].Count != 3 || ttl <= 25*time.Second || ttl > 30*time.Second {
+		t.Fatalf("recreated: counts %d %d ttl %v, want 2 3 and about 30 s", cs[0].Count, cs[1].Count, ttl)
+	}
 	got := []envoyrl.Counter{{Key: key}, {Key: key + "-absent"}}
 	if err := st.Get(context.Background(), got); err != nil {
 		t.Fatal(err)
