@@ -152,29 +152,34 @@ func closer(a, b *Status) bool {
 // statuses. It does not write Retry-After: see RetryAfter.
 func WriteHeaders(h http.Header, f HeaderFormat, now time.Time, statuses ...Status) {
 	i := Closest(statuses)
-	if i < 0 {
+	if i < 0 || f == HeaderNone {
 		return
 	}
 	s := &statuses[i]
+	policy := ""
+	if f == HeaderDraft {
+		policy = PolicyField(s.Policy, s.Limit, s.Window)
+	}
+	writeStatus(h, f, now, s, policy)
+}
+
+// writeStatus writes the fields of format f for s; policy is s's
+// RateLimit-Policy item, which the middleware computes once per policy.
+func writeStatus(h http.Header, f HeaderFormat, now time.Time, s *Status, policy string) {
 	switch f {
 	case HeaderDraft:
-		h[fieldPolicy] = []string{PolicyField(s.Policy, s.Limit, s.Window)}
+		h[fieldPolicy] = []string{policy}
 		h[fieldRateLimit] = []string{RateLimitField(s.Policy, s.Remaining, s.resetAfter())}
 	case HeaderTrio:
 		h[fieldLimit] = []string{strconv.FormatInt(clampInt(s.Limit), 10)}
 		h[fieldRemaining] = []string{strconv.FormatInt(clampInt(s.Remaining), 10)}
 		h[fieldReset] = []string{strconv.FormatInt(Seconds(s.resetAfter()), 10)}
 	case HeaderX:
+		reset := now.Add(s.resetAfter())
 		h[fieldXLimit] = []string{strconv.FormatInt(clampInt(s.Limit), 10)}
 		h[fieldXRemaining] = []string{strconv.FormatInt(clampInt(s.Remaining), 10)}
-		h[fieldXReset] = []string{strconv.FormatInt(now.Add(s.resetAfter()).Unix()+boolInt(roundsUp(now, s.resetAfter())), 10)}
+		h[fieldXReset] = []string{strconv.FormatInt(reset.Unix()+boolInt(reset.Nanosecond() != 0), 10)}
 	}
-}
-
-// roundsUp reports whether now+d falls inside a second, so that the Unix
-// time of the reset must be rounded up to never be early.
-func roundsUp(now time.Time, d time.Duration) bool {
-	return now.Add(d).Nanosecond() != 0
 }
 
 func boolInt(b bool) int64 {
