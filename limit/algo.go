@@ -1,0 +1,244 @@
+package limit
+
+// state is the state of one key under one policy, in the units of params.
+// What a, b and c hold depends on the algorithm:
+//
+//	token bucket    a: debt in units (a token weighs p units), b: time of a (µs)
+//	gcra            a: theoretical arrival time (µs), b: its fraction, in 1/n µs
+//	fixed window    a: window index since the epoch, b: count
+//	sliding window  a: window index, b: current count, c: previous count
+//
+// The zero state is a key at rest. The rolling window keeps a rollingLog.
+type state struct{ a, b, c int64 }
+
+// decide decides cost at now (µs) on s and returns the decision and the state
+// to keep. When the decision is denied and count is false, the state returned
+// is s, unchanged. With count, the window algorithms count denied costs too.
+// decide never panics, whatever the inputs, and time going backwards (now
+// before a time in s) never gives back spent capacity.
+func (pr *params) decide(s state, now, cost int64, count bool) (Decision, state) {
+	switch pr.alg {
+	case algTokenBucket:
+		t := max(now, s.b)
+		d := drain(s.a, s.b, t, pr.n)
+		dec, nd := pr.bucket(d, cost)
+		if !dec.Allowed || cost == 0 {
+			return dec, s
+		}
+		return dec, state{a: nd, b: t}
+	case algGCRA:
+		d := pr.gcraDebt(s, now)
+		dec, nd := pr.bucket(d, cost)
+		if !dec.Allowed || cost == 0 {
+			return dec, s
+		}
+		return dec, state{a: now + nd/pr.n, b: nd % pr.n}
+	case algFixed:
+		return pr.fixed(s, now, cost, count)
+	case algSliding:
+		return pr.sliding(s, now, cost, count)
+	}
+	return Decision{}, s
+}
+
+// drain returns the debt d, dated last, left at now: n units drain per µs.
+func drain(d, last, now, n int64) int64 {
+	if d <= 0 {
+		return 0
+	}
+	el := now - last
+	if el <= 0 {
+		return d
+	}
+	if el > d/n { // checked first so that el*n cannot overflow
+		return 0
+	}
+	return d - el*n
+}
+
+// gcraDebt returns the debt of a GCRA state at now: (TAT - now) * n.
+func (pr *params) gcraDebt(s state, now int64) int64 {
+	diff := s.a - now
+	if diff < 0 {
+		return 0
+	}
+	// Far ahead (the application's clock went back): cap, so that no
+	// product overflows; the key stays full either way.
+	if lim := 2*pr.cap/pr.n + 1; diff > lim {
+		diff = lim
+	}
+	return diff*pr.n + s.b
+}
+
+// bucket decides cost on a debt d of the token bucket or GCRA.
+func (pr *params) bucket(d, cost int64) (Decision, int64) {
+	dec := Decision{Limit: pr.limit}
+	nd := d
+	switch need := d + cost*pr.p; {
+	case cost > pr.limit:
+		dec.Reason = ReasonExceedsLimit
+	case need > pr.cap:
+		dec.Reason = ReasonLimited
+		dec.RetryAfter = micros(ceilDiv(need-pr.cap, pr.n))
+	default:
+		dec.Allowed = true
+		nd = need
+	}
+	dec.Remaining = max(0, (pr.cap-nd)/pr.p)
+	dec.ResetAfter = micros(ceilDiv(nd, pr.n))
+	return dec, nd
+}
+
+func (pr *params) fixed(s state, now, cost int64, count bool) (Decision, state) {
+	id := now / pr.w
+	if id < s.a { // time went back: stay in the stored window
+		id, now = s.a, s.a*pr.w
+	}
+	var n int64
+	if id == s.a {
+		n = s.b
+	}
+	end := (id + 1) * pr.w
+	dec := Decision{Limit: pr.limit}
+	switch {
+	case cost > pr.limit:
+		dec.Reason = ReasonExceedsLimit
+	case n+cost > pr.limit:
+		dec.Reason = ReasonLimited
+		dec.RetryAfter = micros(end - now)
+	default:
+		dec.Allowed = true
+	}
+	out := s
+	if dec.Allowed && cost > 0 || count && cost > 0 {
+		n = min(n+cost, maxUnits/pr.w)
+		out = state{a: id, b: n}
+	}
+	dec.Remaining = max(0, pr.limit-n)
+	if n > 0 {
+		dec.ResetAfter = micros(end - now)
+	}
+	return dec, out
+}
+
+func (pr *params) sliding(s state, now, cost int64, count bool) (Decision, state) {
+	w := pr.w
+	id := now / w
+	if id < s.a {
+		id, now = s.a, s.a*w
+	}
+	var cur, prev int64
+	switch id - s.a {
+	case 0:
+		cur, prev = s.b, s.c
+	case 1:
+		prev = s.b
+	}
+	e := now - id*w
+	lim := pr.limit * w
+	dec := Decision{Limit: pr.limit}
+	switch {
+	case cost > pr.limit:
+		dec.Reason = ReasonExceedsLimit
+	case prev*(w-e)+(cur+cost)*w > lim:
+		dec.Reason = ReasonLimited
+		dec.RetryAfter = micros(pr.slidingRetry(prev, cur, cost, e))
+	default:
+		dec.Allowed = true
+	}
+	out := s
+	if dec.Allowed && cost > 0 || count && cost > 0 {
+		cur = min(cur+cost, 2*pr.limit)
+		out = state{a: id, b: cur, c: prev}
+	}
+	dec.Remaining = max(0, (lim-prev*(w-e)-cur*w)/w)
+	switch {
+	case cur > 0:
+		dec.ResetAfter = micros(2*w - e)
+	case prev > 0:
+		dec.ResetAfter = micros(w - e)
+	}
+	return dec, out
+}
+
+// slidingRetry returns how long after e (µs into the current window) the
+// weighted count leaves room for cost. It requires cost <= limit and a
+// denied decision, so prev > 0 in the first case and cur > 0 in the second.
+func (pr *params) slidingRetry(prev, cur, cost, e int64) int64 {
+	w := pr.w
+	if cur+cost <= pr.limit {
+		// Room comes in this window once prev*(w-e') <= (limit-cur-cost)*w.
+		e2 := w - (pr.limit-cur-cost)*w/prev
+		return e2 - e
+	}
+	// Room comes in the next window, where cur has become the previous count.
+	e2 := w - (pr.limit-cost)*w/cur
+	return w - e + e2
+}
+
+// settle charges (delta > 0) or refunds (delta < 0) s at now without a
+// decision: a charge may go past the limit by up to one limit, a refund stops
+// at rest.
+func (pr *params) settle(s state, now, delta int64) (Decision, state) {
+	delta = max(-2*pr.limit, min(delta, 2*pr.limit))
+	switch pr.alg {
+	case algTokenBucket:
+		t := max(now, s.b)
+		d := max(0, min(drain(s.a, s.b, t, pr.n)+delta*pr.p, 2*pr.cap))
+		dec, _ := pr.bucket(d, 0)
+		return dec, state{a: d, b: t}
+	case algGCRA:
+		d := max(0, min(pr.gcraDebt(s, now)+delta*pr.p, 2*pr.cap))
+		dec, _ := pr.bucket(d, 0)
+		return dec, state{a: now + d/pr.n, b: d % pr.n}
+	case algFixed:
+		id := max(now/pr.w, s.a)
+		n := s.b
+		if id != s.a {
+			n = 0
+		}
+		s = state{a: id, b: max(0, min(n+delta, 2*pr.limit))}
+		dec, _ := pr.fixed(s, now, 0, false)
+		return dec, s
+	case algSliding:
+		s = pr.slidingNorm(s, now)
+		if delta >= 0 {
+			s.b = min(s.b+delta, 2*pr.limit)
+		} else {
+			take := min(s.b, -delta)
+			s.b -= take
+			s.c = max(0, s.c-(-delta-take))
+		}
+		dec, _ := pr.sliding(s, now, 0, false)
+		return dec, s
+	}
+	return Decision{}, s
+}
+
+// slidingNorm moves s to the window of now.
+func (pr *params) slidingNorm(s state, now int64) state {
+	id := max(now/pr.w, s.a)
+	switch id - s.a {
+	case 0:
+		return s
+	case 1:
+		return state{a: id, c: s.b}
+	}
+	return state{a: id}
+}
+
+// atRest reports whether s decides at now as a key never seen.
+func (pr *params) atRest(s state, now int64) bool {
+	switch pr.alg {
+	case algTokenBucket:
+		return drain(s.a, s.b, max(now, s.b), pr.n) == 0
+	case algGCRA:
+		return pr.gcraDebt(s, now) == 0
+	case algFixed:
+		return s.b == 0 || now/pr.w > s.a
+	case algSliding:
+		id := now / pr.w
+		return id > s.a+1 || id == s.a+1 && s.b == 0 || id == s.a && s.b == 0 && s.c == 0
+	}
+	return true
+}

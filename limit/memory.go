@@ -1,0 +1,218 @@
+package limit
+
+import (
+	"context"
+	"hash/maphash"
+	"sync"
+	"sync/atomic"
+)
+
+// FullPolicy says what a memory store does with a new key when it holds its
+// maximum number of keys and none of the keys it samples is at rest.
+type FullPolicy uint8
+
+const (
+	// EvictLRU drops the least recently used of a sample of keys of the
+	// new key's shard (Redis's approximated LRU). The evicted key's spent
+	// cost is forgotten, so eviction is lossy; MemoryStats counts it.
+	EvictLRU FullPolicy = iota
+	// RefuseNewKeys denies decisions on new keys with ReasonKeyLimit and
+	// ErrTooManyKeys until keys come back to rest.
+	RefuseNewKeys
+)
+
+// MemoryOptions configure NewMemory. The zero value is a valid
+// configuration: 256 shards, 1,048,576 keys, EvictLRU, the system clock.
+type MemoryOptions struct {
+	// Shards is the number of shards of each policy's table, each a map
+	// under its own lock: a power of two. Default 256.
+	Shards int
+	// MaxKeys bounds the keys held over all policies. Default 1,048,576.
+	MaxKeys int
+	// WhenFull chooses between evicting and refusing when MaxKeys is
+	// reached. Default EvictLRU.
+	WhenFull FullPolicy
+	// Clock tells the time. Default the system clock.
+	Clock Clock
+}
+
+// MemoryStats counts what a memory store holds and has dropped.
+type MemoryStats struct {
+	// Keys is the number of keys held.
+	Keys int64
+	// Cleaned is the number of keys dropped because they were back at rest,
+	// which loses nothing.
+	Cleaned int64
+	// Evicted is the number of keys dropped by EvictLRU while not at rest.
+	Evicted int64
+	// Refused is the number of decisions refused by RefuseNewKeys.
+	Refused int64
+}
+
+// Memory is the in-memory Store: for each policy a table of power-of-two
+// shards, each a map from key to a 32-byte state under its own mutex. A
+// decision on a key already held allocates nothing. Memory holds at most
+// MaxKeys keys; keys back at rest are dropped as new keys come in (a small
+// sample of the shard each time) and by Cleanup, which never holds a shard's
+// lock for more than 64 keys. The context of the methods is not consulted:
+// they never wait for anything but a shard's lock.
+//
+// Memory is safe for concurrent use.
+type Memory struct {
+	clock    Clock
+	maxKeys  int64
+	whenFull FullPolicy
+	nshards  int
+	seed     maphash.Seed
+
+	tables atomic.Pointer[map[Policy]*table] // copied on write under tmu
+	tmu    sync.Mutex
+	nextID atomic.Uint64
+
+	keys, cleaned, evicted, refused atomic.Int64
+}
+
+type table struct {
+	pr     params
+	mask   uint64
+	shards []shard
+}
+
+type shard struct {
+	mu   sync.Mutex
+	id   uint64 // lock order of AllowAll
+	m    map[string]entry
+	logs map[string]*rollingLog // rolling window only
+	_    [24]byte               // keeps neighbouring shards' locks off one cache line
+}
+
+type entry struct {
+	s    state
+	used int64 // µs of the last decision, for EvictLRU
+}
+
+// NewMemory returns an empty memory store, or a *PolicyError-like error
+// naming the bad option.
+func NewMemory(opts MemoryOptions) (*Memory, error) {
+	if opts.Shards == 0 {
+		opts.Shards = 256
+	}
+	if opts.Shards < 0 || opts.Shards&(opts.Shards-1) != 0 || opts.Shards > 1<<16 {
+		return nil, &OptionError{Option: "Shards", Reason: "must be a power of two up to 65536"}
+	}
+	if opts.MaxKeys == 0 {
+		opts.MaxKeys = 1 << 20
+	}
+	if opts.MaxKeys < 0 {
+		return nil, &OptionError{Option: "MaxKeys", Reason: "must be positive"}
+	}
+	if opts.WhenFull > RefuseNewKeys {
+		return nil, &OptionError{Option: "WhenFull", Reason: "unknown policy"}
+	}
+	if opts.Clock == nil {
+		opts.Clock = realClock{}
+	}
+	m := &Memory{clock: opts.Clock, maxKeys: int64(opts.MaxKeys), whenFull: opts.WhenFull,
+		nshards: opts.Shards, seed: maphash.MakeSeed()}
+	m.tables.Store(&map[Policy]*table{})
+	return m, nil
+}
+
+// table returns p's table, creating it on first use.
+func (m *Memory) table(p Policy) (*table, error) {
+	if t := (*m.tables.Load())[p]; t != nil {
+		return t, nil
+	}
+	pr, err := p.params()
+	if err != nil {
+		return nil, err
+	}
+	m.tmu.Lock()
+	defer m.tmu.Unlock()
+	old := *m.tables.Load()
+	if t := old[p]; t != nil {
+		return t, nil
+	}
+	t := &table{pr: pr, mask: uint64(m.nshards - 1), shards: make([]shard, m.nshards)}
+	for i := range t.shards {
+		t.shards[i].id = m.nextID.Add(1)
+		t.shards[i].m = map[string]entry{}
+		if pr.alg == algRolling {
+			t.shards[i].logs = map[string]*rollingLog{}
+		}
+	}
+	nt := make(map[Policy]*table, len(old)+1)
+	for k, v := range old {
+		nt[k] = v
+	}
+	nt[p] = t
+	m.tables.Store(&nt)
+	return t, nil
+}
+
+func (m *Memory) shard(t *table, key string) *shard {
+	return &t.shards[maphash.String(m.seed, key)&t.mask]
+}
+
+func (m *Memory) now() int64 { return unixMicro(m.clock.Now()) }
+
+// AllowN spends cost on key under p if the key has it. See Store.
+func (m *Memory) AllowN(_ context.Context, key string, p Policy, cost int64) (Decision, error) {
+	if cost < 0 {
+		return Decision{}, &CostError{Cost: cost}
+	}
+	t, err := m.table(p)
+	if err != nil {
+		return Decision{}, err
+	}
+	now := m.now()
+	sh := m.shard(t, key)
+	sh.mu.Lock()
+	var dec Decision
+	if t.pr.alg == algRolling {
+		dec, err = m.allowRolling(t, sh, key, now, cost)
+	} else {
+		dec, err = m.allowState(t, sh, key, now, cost)
+	}
+	sh.mu.Unlock()
+	dec.Policy = p.Name
+	return dec, err
+}
+
+// allowState requires sh.mu.
+func (m *Memory) allowState(t *table, sh *shard, key string, now, cost int64) (Decision, error) {
+	e, ok := sh.m[key]
+	dec, ns := t.pr.decide(e.s, now, cost, false)
+	if ns == e.s {
+		return dec, nil
+	}
+	if !ok {
+		if err := m.admitKey(t, sh, now); err != nil {
+			return refusal(t.pr.limit), err
+		}
+	}
+	sh.m[key] = entry{s: ns, used: now}
+	return dec, nil
+}
+
+// allowRolling requires sh.mu.
+func (m *Memory) allowRolling(t *table, sh *shard, key string, now, cost int64) (Decision, error) {
+	l := sh.logs[key]
+	if l == nil {
+		var fresh rollingLog
+		dec := t.pr.decideRolling(&fresh, now, cost, 0, false)
+		if !dec.Allowed || cost == 0 {
+			return dec, nil
+		}
+		if err := m.admitKey(t, sh, now); err != nil {
+			return refusal(t.pr.limit), err
+		}
+		l = &rollingLog{}
+		sh.logs[key] = l
+	}
+	return t.pr.decideRolling(l, now, cost, 0, true), nil
+}
+
+func refusal(limit int64) Decision {
+	return Decision{Reason: ReasonKeyLimit, Limit: limit}
+}
