@@ -37,4 +37,3 @@ func (p Policy) validate() error { return p.Limit.Validate() }
 func (p Policy) quota() (int64, time.Duration) {
 	return p.Limit.Limit, engine.Window(p.Limit)
 }
-
