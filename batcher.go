@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/costwise/batcher/internal/events"
 	"github.com/google/uuid"
 )
 
@@ -82,7 +83,7 @@ type config struct {
 // Enqueue hands operations to it through a short mutex-guarded queue.
 type Batcher struct {
 	cfg       config
-	listeners listeners
+	listeners events.Registry
 	stats     counters
 
 	state    atomic.Int32
@@ -265,12 +266,12 @@ func New(maxBufferSize uint32) *Batcher {
 // the batcher held, so they may call any of its methods; most events are
 // raised on the batcher's loop goroutine, so a slow listener slows it down.
 func (b *Batcher) AddListener(fn func(event string, val int, msg string, metadata interface{})) uuid.UUID {
-	return b.listeners.add(fn)
+	return b.listeners.Add(fn)
 }
 
 // RemoveListener unregisters the listener with id; an unknown id is ignored.
 func (b *Batcher) RemoveListener(id uuid.UUID) {
-	b.listeners.remove(id)
+	b.listeners.Remove(id)
 }
 
 // OperationsInBuffer returns the number of accepted operations not yet

@@ -58,10 +58,22 @@
 // tests and the sample), AzureSharedResource (Azure Blob Storage leases on
 // zero-byte blobs) and package redislease (Redis). Each instance publishes
 // its demand next to the partitions and takes its max-min fair share, so
-// capacity moves to whoever needs it within about a second; see the comment
-// at the top of shared.go for the algorithm, its convergence time and its
-// cost in storage transactions. A reserved capacity per instance is always
-// available.
+// capacity moves to whoever needs it within about a second; the
+// documentation of package sharing gives the algorithm, its convergence time
+// and its cost in storage transactions. A reserved capacity per instance is
+// always available.
+//
+// # Packages
+//
+// The shared resources live below this package, one package per concern:
+// lease (the LeaseManager seam), sharing (the sharing algorithm and the
+// in-memory store), azureblob and redislease (the Azure Blob Storage and
+// Redis stores), and leasetest (the conformance suite every store passes,
+// and a fault-injecting wrapper for tests). None of them imports this
+// package; this package names their types under the go-batcher v1.8.0 names
+// (SharedResource, AzureSharedResource, LeaseManager, ...) through aliases,
+// so code written against those names compiles unchanged and errors.As
+// matches either name.
 //
 // # Concurrency
 //

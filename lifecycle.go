@@ -39,7 +39,7 @@ func (b *Batcher) Stop() {
 			close(b.stopReq)
 			return
 		}
-		b.listeners.emit(ShutdownEvent, int(b.OperationsInBuffer()), "", nil)
+		b.listeners.Emit(ShutdownEvent, int(b.OperationsInBuffer()), "", nil)
 		close(b.loopDone)
 	})
 	if !b.onLoopGoroutine() {
@@ -108,7 +108,7 @@ func (b *Batcher) runBatch(w IWatcher, ops []IOperation, ib *inflightBatch) {
 	defer b.finishBatch(ib)
 	defer func() {
 		if r := recover(); r != nil {
-			b.listeners.emit(ErrorEvent, len(ops), fmt.Sprintf("batcher: watcher callback panicked: %v", r), ops)
+			b.listeners.Emit(ErrorEvent, len(ops), fmt.Sprintf("batcher: watcher callback panicked: %v", r), ops)
 		}
 	}()
 	w.ProcessBatch(ops)

@@ -133,7 +133,7 @@ func (l *loop) finish() {
 	l.timer.Stop()
 	l.pauseTimer.Stop()
 	l.intake()
-	l.b.listeners.emit(ShutdownEvent, int(l.b.OperationsInBuffer()), "", nil)
+	l.b.listeners.Emit(ShutdownEvent, int(l.b.OperationsInBuffer()), "", nil)
 }
 
 // intake routes the operations handed over by Enqueue into batches.
@@ -368,7 +368,7 @@ func (l *loop) dispatch(p *pending, n int, now time.Time) {
 	l.lastRelease = now
 	l.count(n, cost, now.Sub(p.since))
 	if l.cfg.emitBatch {
-		b.listeners.emit(BatchEvent, n, "", ops)
+		b.listeners.Emit(BatchEvent, n, "", ops)
 	}
 	go b.runBatch(p.w, ops, ib)
 }
@@ -420,7 +420,7 @@ func (l *loop) requestCapacity() {
 	}
 	target := l.b.NeedsCapacity()
 	l.cfg.limiter.GiveMe(target)
-	l.b.listeners.emit(RequestEvent, int(target), "", nil)
+	l.b.listeners.Emit(RequestEvent, int(target), "", nil)
 }
 
 // audit checks that the target is zero when nothing can be outstanding:
@@ -435,23 +435,23 @@ func (l *loop) audit() {
 	recent := !l.lastRelease.IsZero() && now.Sub(l.lastRelease) < l.cfg.maxOperationTime
 	if b.buffered.Load() > 0 || recent {
 		b.stats.auditSkip.Add(1)
-		b.listeners.emit(AuditSkipEvent, 0, "", nil)
+		b.listeners.Emit(AuditSkipEvent, 0, "", nil)
 		return
 	}
 	t := b.target.Load()
 	if t <= 0 {
 		b.stats.auditPass.Add(1)
-		b.listeners.emit(AuditPassEvent, 0, "", nil)
+		b.listeners.Emit(AuditPassEvent, 0, "", nil)
 		return
 	}
 	if !b.target.CompareAndSwap(t, 0) {
 		b.stats.auditSkip.Add(1)
-		b.listeners.emit(AuditSkipEvent, 0, "", nil)
+		b.listeners.Emit(AuditSkipEvent, 0, "", nil)
 		return
 	}
 	b.stats.auditFail.Add(1)
 	msg := fmt.Sprintf("batcher: target was %d with nothing outstanding; it was reset to 0", t)
-	b.listeners.emit(AuditFailEvent, int(clampU32(t)), msg, nil)
+	b.listeners.Emit(AuditFailEvent, int(clampU32(t)), msg, nil)
 }
 
 // applyPauses applies the Pause calls made since the last time.
@@ -469,7 +469,7 @@ func (l *loop) applyPauses() {
 		l.b.stats.pausedNanos.Add(uint64(added))
 		l.b.stats.paused.Store(true)
 		l.pauseTimer.Reset(l.pause.until.Sub(now))
-		l.b.listeners.emit(PauseEvent, int(length.Milliseconds()), "", nil)
+		l.b.listeners.Emit(PauseEvent, int(length.Milliseconds()), "", nil)
 	}
 }
 
@@ -484,5 +484,5 @@ func (l *loop) resume() {
 		return
 	}
 	l.b.stats.paused.Store(false)
-	l.b.listeners.emit(ResumeEvent, int(length.Milliseconds()), "", nil)
+	l.b.listeners.Emit(ResumeEvent, int(length.Milliseconds()), "", nil)
 }

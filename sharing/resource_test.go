@@ -1,4 +1,4 @@
-package batcher
+package sharing
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/costwise/batcher/lease"
 
 	"github.com/google/uuid"
 	"go.uber.org/goleak"
@@ -59,11 +61,11 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// fastResource returns a started SharedResource on mgr with short
+// fastResource returns a started Resource on mgr with short
 // intervals.
-func fastResource(t *testing.T, mgr LeaseManager, shared, reserved uint32) *SharedResource {
+func fastResource(t *testing.T, mgr lease.Manager, shared, reserved uint32) *Resource {
 	t.Helper()
-	r := NewSharedResource(mgr, shared).WithReservedCapacity(reserved).WithMaxInterval(20)
+	r := New(mgr, shared).WithReservedCapacity(reserved).WithMaxInterval(20)
 	if err := r.Provision(context.Background()); err != nil {
 		t.Fatalf("Provision: %v", err)
 	}
@@ -76,19 +78,19 @@ func fastResource(t *testing.T, mgr LeaseManager, shared, reserved uint32) *Shar
 func TestSharedProvisionErrors(t *testing.T) {
 	ctx := context.Background()
 	var noMgr UndefinedLeaseManagerError
-	if err := NewSharedResource(nil, 10).Provision(ctx); !errors.As(err, &noMgr) {
+	if err := New(nil, 10).Provision(ctx); !errors.As(err, &noMgr) {
 		t.Fatalf("Provision without a manager: %v, want UndefinedLeaseManagerError", err)
 	}
 	var noCap UndefinedSharedCapacityError
-	if err := NewSharedResource(NewMemoryLeaseManager(), 0).Provision(ctx); !errors.As(err, &noCap) {
+	if err := New(NewMemoryLeaseManager(), 0).Provision(ctx); !errors.As(err, &noCap) {
 		t.Fatalf("Provision with shared capacity 0: %v, want UndefinedSharedCapacityError", err)
 	}
 	var out PartitionsOutOfRangeError
-	err := NewSharedResource(NewMemoryLeaseManager(), 50001).WithFactor(100).Provision(ctx)
+	err := New(NewMemoryLeaseManager(), 50001).WithFactor(100).Provision(ctx)
 	if !errors.As(err, &out) || out != (PartitionsOutOfRangeError{MaxCapacity: 50001, Factor: 100, PartitionCount: 501}) {
 		t.Fatalf("Provision with 501 partitions: %v, want PartitionsOutOfRangeError{50001 100 501}", err)
 	}
-	if err := NewSharedResource(NewMemoryLeaseManager(), 50000).WithFactor(100).Provision(ctx); err != nil {
+	if err := New(NewMemoryLeaseManager(), 50000).WithFactor(100).Provision(ctx); err != nil {
 		t.Fatalf("Provision with 500 partitions: %v", err)
 	}
 }
@@ -97,7 +99,7 @@ func TestSharedOrderErrors(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	ctx := context.Background()
 	var order RateLimiterImproperOrderError
-	r := NewSharedResource(NewMemoryLeaseManager(), 10)
+	r := New(NewMemoryLeaseManager(), 10)
 	if err := r.Start(ctx); !errors.As(err, &order) {
 		t.Fatalf("Start before Provision: %v, want RateLimiterImproperOrderError", err)
 	}
@@ -126,7 +128,7 @@ func TestSharedOrderErrors(t *testing.T) {
 	}
 	// Stop without Start raises shutdown and leaves nothing running.
 	var log eventLog
-	r2 := NewSharedResource(NewMemoryLeaseManager(), 10)
+	r2 := New(NewMemoryLeaseManager(), 10)
 	r2.AddListener(log.listen)
 	r2.Stop()
 	r2.Stop()
@@ -139,7 +141,7 @@ func TestSharedStopReleasesAtOnce(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	mgr := NewMemoryLeaseManager()
 	var log eventLog
-	r := NewSharedResource(mgr, 10).WithReservedCapacity(7).WithMaxInterval(20)
+	r := New(mgr, 10).WithReservedCapacity(7).WithMaxInterval(20)
 	r.AddListener(log.listen)
 	if err := r.Provision(context.Background()); err != nil {
 		t.Fatal(err)
@@ -199,7 +201,7 @@ func TestSharedStopHandsOffToAnotherInstance(t *testing.T) {
 func TestSharedContextCancelEndsLoop(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	mgr := NewMemoryLeaseManager()
-	r := NewSharedResource(mgr, 4).WithMaxInterval(20)
+	r := New(mgr, 4).WithMaxInterval(20)
 	if err := r.Provision(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -212,18 +214,18 @@ func TestSharedContextCancelEndsLoop(t *testing.T) {
 	cancel()
 	eventually(t, "leases released", func() bool {
 		snap, err := mgr.Snapshot(context.Background(), 4)
-		return err == nil && snap.Partitions[3] == PartitionFree && r.Capacity() == 0
+		return err == nil && snap.Partitions[3] == lease.PartitionFree && r.Capacity() == 0
 	})
 	r.Stop()
 }
 
-// hangingManager is a LeaseManager whose calls block until their context
+// hangingManager is a lease.Manager whose calls block until their context
 // ends, like an unreachable store.
 type hangingManager struct{ *MemoryLeaseManager }
 
-func (h hangingManager) Snapshot(ctx context.Context, count int) (LeaseSnapshot, error) {
+func (h hangingManager) Snapshot(ctx context.Context, count int) (lease.Snapshot, error) {
 	<-ctx.Done()
-	return LeaseSnapshot{}, ctx.Err()
+	return lease.Snapshot{}, ctx.Err()
 }
 
 func (h hangingManager) PublishDemand(ctx context.Context, owner string, n uint32, ttl time.Duration) error {
@@ -234,7 +236,7 @@ func (h hangingManager) PublishDemand(ctx context.Context, owner string, n uint3
 func TestSharedStopIsBoundedWhenStoreHangs(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	var log eventLog
-	r := NewSharedResource(hangingManager{NewMemoryLeaseManager()}, 4).WithMaxInterval(20).
+	r := New(hangingManager{NewMemoryLeaseManager()}, 4).WithMaxInterval(20).
 		WithLeaseDuration(300 * time.Millisecond)
 	r.AddListener(log.listen)
 	if err := r.Provision(context.Background()); err != nil {

@@ -1,14 +1,16 @@
-package batcher
+package sharing
 
 import (
 	"errors"
 	"sync/atomic"
+
+	"github.com/costwise/batcher/lease"
 )
 
-// SharedStats is a snapshot of a SharedResource's state and counters, for
+// Stats is a snapshot of a Resource's state and counters, for
 // health views, metrics and the benchmark tool. Counters start at zero when
 // the resource is made and only grow.
-type SharedStats struct {
+type Stats struct {
 	// Owner is the id the instance leases under.
 	Owner string
 	// Partitions is the number of partitions of the shared capacity.
@@ -21,7 +23,7 @@ type SharedStats struct {
 	Share int
 	// Capacity is what Capacity returns now.
 	Capacity uint32
-	// StorageCalls counts LeaseManager calls; StorageFailures those that
+	// StorageCalls counts lease.Manager calls; StorageFailures those that
 	// returned an error, lease conflicts included.
 	StorageCalls, StorageFailures uint64
 	// Acquisitions, Conflicts, Renewals and Releases count leases won, lost
@@ -32,7 +34,7 @@ type SharedStats struct {
 	Errors uint64
 }
 
-// sharedCounters are the atomic counters behind SharedStats.
+// sharedCounters are the atomic counters behind Stats.
 type sharedCounters struct {
 	calls, failures                                   atomic.Uint64
 	acquisitions, conflicts, renewals, releases, errs atomic.Uint64
@@ -44,7 +46,7 @@ func (c *sharedCounters) count(err error) error {
 	c.calls.Add(1)
 	if err != nil {
 		c.failures.Add(1)
-		var conflict LeaseConflictError
+		var conflict lease.ConflictError
 		if errors.As(err, &conflict) {
 			c.conflicts.Add(1)
 		}
@@ -53,13 +55,13 @@ func (c *sharedCounters) count(err error) error {
 }
 
 // Stats returns a snapshot of the resource's state and counters.
-func (r *SharedResource) Stats() SharedStats {
+func (r *Resource) Stats() Stats {
 	now := r.clock.Now()
 	held := 0
 	if v := r.valid.Load(); v != nil {
 		held = countValid(*v, now)
 	}
-	return SharedStats{
+	return Stats{
 		Owner:           r.owner,
 		Partitions:      r.partitionCount(),
 		Held:            held,

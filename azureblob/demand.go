@@ -1,4 +1,4 @@
-package batcher
+package azureblob
 
 import (
 	"context"
@@ -11,11 +11,12 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
+	bloblease "github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
+	"github.com/costwise/batcher/lease"
 	"github.com/google/uuid"
 )
 
-// This file holds the reading side of AzureLeaseManager, Snapshot, and the
+// This file holds the reading side of LeaseManager, Snapshot, and the
 // demand records: how they are written, judged live and cleaned up.
 
 const (
@@ -38,12 +39,12 @@ const (
 // Snapshot reads every partition's lease state and the live demand records
 // with one List Blobs call (more only past 5,000 blobs). A missing container
 // reads as every partition missing and no demand.
-func (m *AzureLeaseManager) Snapshot(ctx context.Context, count int) (LeaseSnapshot, error) {
+func (m *LeaseManager) Snapshot(ctx context.Context, count int) (lease.Snapshot, error) {
 	c, err := m.containerClient()
 	if err != nil {
-		return LeaseSnapshot{}, err
+		return lease.Snapshot{}, err
 	}
-	snap := LeaseSnapshot{Partitions: make([]PartitionState, count), Demands: map[string]uint32{}}
+	snap := lease.Snapshot{Partitions: make([]lease.PartitionState, count), Demands: map[string]uint32{}}
 	pager := c.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{
 		Include: container.ListBlobsInclude{Metadata: true},
 	})
@@ -52,14 +53,14 @@ func (m *AzureLeaseManager) Snapshot(ctx context.Context, count int) (LeaseSnaps
 		switch {
 		case err == nil:
 		case ctx.Err() != nil:
-			return LeaseSnapshot{}, ctx.Err()
+			return lease.Snapshot{}, ctx.Err()
 		case bloberror.HasCode(err, bloberror.ContainerNotFound, bloberror.ContainerBeingDeleted):
-			return LeaseSnapshot{Partitions: make([]PartitionState, count), Demands: map[string]uint32{}}, nil
+			return lease.Snapshot{Partitions: make([]lease.PartitionState, count), Demands: map[string]uint32{}}, nil
 		default:
-			return LeaseSnapshot{}, fmt.Errorf("batcher: azure list blobs in %s: %w", c.URL(), err)
+			return lease.Snapshot{}, fmt.Errorf("batcher: azure list blobs in %s: %w", c.URL(), err)
 		}
 		if page.Date == nil {
-			return LeaseSnapshot{}, fmt.Errorf("batcher: azure list blobs in %s: the response has no Date header to judge demand records by", c.URL())
+			return lease.Snapshot{}, fmt.Errorf("batcher: azure list blobs in %s: the response has no Date header to judge demand records by", c.URL())
 		}
 		if page.Segment == nil {
 			continue
@@ -73,7 +74,7 @@ func (m *AzureLeaseManager) Snapshot(ctx context.Context, count int) (LeaseSnaps
 
 // noteBlob records what one listed blob says in snap: the state of a
 // partition within range, or a live demand. now is the server's time.
-func noteBlob(snap *LeaseSnapshot, item *container.BlobItem, now time.Time) {
+func noteBlob(snap *lease.Snapshot, item *container.BlobItem, now time.Time) {
 	if item == nil || item.Name == nil {
 		return
 	}
@@ -95,15 +96,15 @@ func noteBlob(snap *LeaseSnapshot, item *container.BlobItem, now time.Time) {
 
 // partitionState maps a blob's lease state: a lease being broken still
 // excludes others, an expired or broken one does not.
-func partitionState(p *container.BlobProperties) PartitionState {
+func partitionState(p *container.BlobProperties) lease.PartitionState {
 	if p == nil || p.LeaseState == nil {
-		return PartitionFree
+		return lease.PartitionFree
 	}
 	switch *p.LeaseState {
-	case lease.StateTypeLeased, lease.StateTypeBreaking:
-		return PartitionLeased
+	case bloblease.StateTypeLeased, bloblease.StateTypeBreaking:
+		return lease.PartitionLeased
 	}
-	return PartitionFree
+	return lease.PartitionFree
 }
 
 // demandLive reports whether a record last written at modified (server
@@ -140,7 +141,7 @@ func parseDemand(meta map[string]*string) (partitions uint32, ttl time.Duration,
 // PublishDemand writes owner's demand record, replacing the previous one;
 // zero deletes it. A container that does not exist yet is created, since a
 // demand needs no partitions.
-func (m *AzureLeaseManager) PublishDemand(ctx context.Context, owner string, partitions uint32, ttl time.Duration) error {
+func (m *LeaseManager) PublishDemand(ctx context.Context, owner string, partitions uint32, ttl time.Duration) error {
 	if _, err := uuid.Parse(owner); err != nil {
 		return fmt.Errorf("batcher: azure demand owner %q is not a UUID: %w", owner, err)
 	}
@@ -197,7 +198,7 @@ func withdrawDemand(ctx context.Context, c *container.Client, owner string) erro
 // record's ETag being the one listed, so a record its owner
 // refreshes meanwhile survives. Failures are ignored: the next Provision
 // tries again, and a stale record is never counted anyway.
-func (m *AzureLeaseManager) sweepDemands(ctx context.Context, c *container.Client) error {
+func (m *LeaseManager) sweepDemands(ctx context.Context, c *container.Client) error {
 	prefix := demandPrefix
 	pager := c.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{
 		Include: container.ListBlobsInclude{Metadata: true},

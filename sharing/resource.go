@@ -1,4 +1,4 @@
-package batcher
+package sharing
 
 import (
 	"context"
@@ -7,90 +7,22 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/costwise/batcher/internal/clock"
+	"github.com/costwise/batcher/internal/events"
+	"github.com/costwise/batcher/lease"
+
 	"github.com/google/uuid"
 )
 
-// How a SharedResource shares capacity
-//
-// The shared capacity is split into P = ceil(shared/factor) partitions. An
-// instance may use one factor of capacity for each partition on which it
-// holds an exclusive, expiring lease in the coordination store (the
-// LeaseManager), plus its reserved capacity, which needs no lease.
-//
-// One goroutine per instance, the loop, owns the lease table; Capacity reads
-// a view of it that the loop publishes. GiveMe turns the target into the
-// number of partitions wanted, W = ceil((target-reserved)/factor) clamped to
-// [0, P], and wakes the loop when W changes. A fall of W other than to zero
-// is held for 2 x maxInterval, so a target that flaps with every batch does
-// not make partitions change hands. Each pass of the loop:
-//
-//  1. Publishes W as this instance's demand: a rise just before its next
-//     listing, a fall at once (zero withdraws the record), and otherwise as
-//     a heartbeat every lease/3 with a ttl of one lease, so the record of an
-//     instance that died lapses.
-//  2. Renews each held lease once two thirds of it have passed.
-//  3. When a listing is due, reads a snapshot (one round trip: which
-//     partitions are free, leased or missing, and every live demand) and
-//     computes the max-min fair share of the P partitions among the
-//     demands, its own being W. Every instance computes the same shares from
-//     the same demands (remainders go to owners in sorted order), so no
-//     instance needs to talk to another. Its target is min(W, share); since
-//     max-min fairness gives partitions nobody else wants to those who want
-//     more, an instance alone gets all it asks for.
-//  4. Releases the leases above its target at once, and tries, in parallel
-//     (at most 8 at a time), as many partitions as it lacks among those the
-//     snapshot shows free: first in its home range (the shares laid end to
-//     end in owner order, disjoint between instances), then in an order
-//     particular to it (rendezvous hashing), so instances rarely race.
-//
-// Listings come every maxInterval/2 to maxInterval (random) while the
-// instance holds less than its target or something moved at its last
-// listing (its holding, or any instance's demand), and every 1.5 to 2.5
-// maxInterval once settled, so a change of demand anywhere is seen within about a
-// second with the default maxInterval of 500 ms. A rise of W wakes the loop
-// at once (listings at most every maxInterval/4), so one instance ramps
-// from nothing to every partition in a single pass: one demand, one
-// snapshot and P acquires, 8 at a time. An idle instance (W = 0, nothing
-// held) makes no storage calls. At full contention with the defaults an
-// instance settled on 5 partitions makes about 60 listings, 30 renewals and
-// 12 heartbeats a minute (about 102 transactions, none failing once
-// settled).
-//
-// Validity: a lease counts as capacity from the moment its acquire or renew
-// returned success until the moment that request was sent + the lease
-// duration - a margin of max(2 s, 10 %) (at most a quarter of the lease).
-// Because the store started the lease no earlier than the request was sent,
-// the instance stops counting it before the store could give it to another
-// instance, however long the process stalls, provided the two clocks' rates
-// differ by less than the margin over one lease. Capacity compares against
-// the clock when it is called, so a lease is never counted after its
-// deadline even when the loop is stalled. A lease whose renewal fails with a
-// conflict is dropped at once; one whose renewal fails with an error stops
-// counting at its deadline and is retried with back-off. Leases are
-// removed from the view before they are released. The guarantee assumes the
-// store keeps its leases: a store that loses its data loses them too, and
-// an instance learns of it at its next listing or renewal.
-//
-// Faults: a storage error raises an error event and backs the loop off
-// exponentially from maxInterval (with jitter, at most lease/4, so
-// renewals still get tries); capacity falls to the reserved capacity plus
-// the leases still valid. A store that lost its partitions (a
-// PartitionMissingError, or missing partitions in a snapshot) is
-// provisioned again without a restart.
-//
-// Stop releases every lease (it stops counting them first), withdraws the
-// demand and waits for the loop, so other instances can take the partitions
-// at once.
-
-// Defaults of a SharedResource.
+// Defaults of a Resource.
 const (
-	// DefaultLeaseDuration is the lease length a SharedResource asks for.
+	// DefaultLeaseDuration is the lease length a Resource asks for.
 	DefaultLeaseDuration = 15 * time.Second
 	// DefaultMaxInterval is the default WithMaxInterval, in milliseconds.
 	DefaultMaxInterval = 500
 )
 
-// Lifecycle phases of a SharedResource.
+// Lifecycle phases of a Resource.
 const (
 	phaseNew = iota
 	phaseProvisioned
@@ -98,15 +30,15 @@ const (
 	phaseStopped
 )
 
-// SharedResource is a RateLimiter that shares a capacity among instances
+// Resource is a RateLimiter that shares a capacity among instances
 // (processes, replicas) through exclusive expiring leases on partitions kept
-// by a LeaseManager; the comment at the top of shared.go describes the
+// by a lease.Manager; the package documentation describes the
 // algorithm. Configure it with the With* methods before
 // Provision; they are not safe for concurrent use. Every other method is
 // safe for concurrent use.
-type SharedResource struct {
-	mgr           LeaseManager
-	clock         Clock
+type Resource struct {
+	mgr           lease.Manager
+	clock         clock.Clock
 	random        func() float64 // used by the loop goroutine only
 	owner         string
 	factor        uint32
@@ -121,7 +53,7 @@ type SharedResource struct {
 
 	valid        atomic.Pointer[[]time.Time] // validity deadlines of held leases
 	lastCapacity atomic.Int64                // last capacity raised in an event
-	listeners    listeners
+	listeners    events.Registry
 	stats        sharedCounters
 
 	mu       sync.Mutex // guards phase, cancel and done
@@ -132,13 +64,13 @@ type SharedResource struct {
 	stopOnce sync.Once
 }
 
-// NewSharedResource returns a SharedResource that shares sharedCapacity
+// New returns a Resource that shares sharedCapacity
 // through mgr, with a factor of 1, no reserved capacity, a max interval of
 // 500 ms, leases of 15 s and a random owner id.
-func NewSharedResource(mgr LeaseManager, sharedCapacity uint32) *SharedResource {
-	r := &SharedResource{
+func New(mgr lease.Manager, sharedCapacity uint32) *Resource {
+	r := &Resource{
 		mgr:           mgr,
-		clock:         RealClock(),
+		clock:         clock.Real(),
 		random:        rand.Float64,
 		owner:         uuid.NewString(),
 		factor:        1,
@@ -153,7 +85,7 @@ func NewSharedResource(mgr LeaseManager, sharedCapacity uint32) *SharedResource 
 
 // WithFactor sets how much capacity one partition is worth (default 1); the
 // number of partitions is ceil(shared/factor). Zero is ignored.
-func (r *SharedResource) WithFactor(factor uint32) *SharedResource {
+func (r *Resource) WithFactor(factor uint32) *Resource {
 	if factor > 0 {
 		r.factor = factor
 	}
@@ -162,7 +94,7 @@ func (r *SharedResource) WithFactor(factor uint32) *SharedResource {
 
 // WithReservedCapacity sets capacity this instance always has, in addition
 // to the partitions it holds (default 0).
-func (r *SharedResource) WithReservedCapacity(capacity uint32) *SharedResource {
+func (r *Resource) WithReservedCapacity(capacity uint32) *Resource {
 	r.reserved.Store(capacity)
 	return r
 }
@@ -170,7 +102,7 @@ func (r *SharedResource) WithReservedCapacity(capacity uint32) *SharedResource {
 // WithMaxInterval sets, in milliseconds, the longest wait between two
 // looks at the store while this instance needs more partitions (default
 // 500); settled instances look about twice as rarely. Zero is ignored.
-func (r *SharedResource) WithMaxInterval(ms uint32) *SharedResource {
+func (r *Resource) WithMaxInterval(ms uint32) *Resource {
 	if ms > 0 {
 		r.maxInterval = time.Duration(ms) * time.Millisecond
 	}
@@ -180,7 +112,7 @@ func (r *SharedResource) WithMaxInterval(ms uint32) *SharedResource {
 // WithLeaseDuration sets the length of the leases asked for (default 15 s).
 // The store must accept it: Azure allows 15 to 60 s. Zero or less is
 // ignored.
-func (r *SharedResource) WithLeaseDuration(d time.Duration) *SharedResource {
+func (r *Resource) WithLeaseDuration(d time.Duration) *Resource {
 	if d > 0 {
 		r.leaseDuration = d
 	}
@@ -189,7 +121,7 @@ func (r *SharedResource) WithLeaseDuration(d time.Duration) *SharedResource {
 
 // WithClock sets the clock for lease timing and the loop's timers (default
 // the system clock); tests pass a fake one. Nil is ignored.
-func (r *SharedResource) WithClock(c Clock) *SharedResource {
+func (r *Resource) WithClock(c clock.Clock) *Resource {
 	if c != nil {
 		r.clock = c
 	}
@@ -200,7 +132,7 @@ func (r *SharedResource) WithClock(c Clock) *SharedResource {
 // returning numbers in [0, 1) (default math/rand/v2's Float64). Only the
 // loop goroutine calls it, so it need not be safe for concurrent use. Nil is
 // ignored.
-func (r *SharedResource) WithRand(random func() float64) *SharedResource {
+func (r *Resource) WithRand(random func() float64) *Resource {
 	if random != nil {
 		r.random = random
 	}
@@ -210,7 +142,7 @@ func (r *SharedResource) WithRand(random func() float64) *SharedResource {
 // WithOwner sets the id this instance uses as lease owner and demand key
 // (default a random UUID). It must be unique among the instances sharing
 // the store, and the store may restrict its form (Azure requires a UUID).
-func (r *SharedResource) WithOwner(owner string) *SharedResource {
+func (r *Resource) WithOwner(owner string) *Resource {
 	if owner != "" {
 		r.owner = owner
 	}
@@ -218,34 +150,34 @@ func (r *SharedResource) WithOwner(owner string) *SharedResource {
 }
 
 // Owner returns the id this instance uses as lease owner.
-func (r *SharedResource) Owner() string { return r.owner }
+func (r *Resource) Owner() string { return r.owner }
 
 // AddListener registers fn for the resource's events and returns an id for
 // RemoveListener. Listeners are called on the goroutine that raises the
 // event, never with a lock held.
-func (r *SharedResource) AddListener(fn func(event string, val int, msg string, metadata interface{})) uuid.UUID {
-	return r.listeners.add(fn)
+func (r *Resource) AddListener(fn func(event string, val int, msg string, metadata interface{})) uuid.UUID {
+	return r.listeners.Add(fn)
 }
 
 // RemoveListener unregisters the listener with id.
-func (r *SharedResource) RemoveListener(id uuid.UUID) {
-	r.listeners.remove(id)
+func (r *Resource) RemoveListener(id uuid.UUID) {
+	r.listeners.Remove(id)
 }
 
 // MaxCapacity returns the shared plus the reserved capacity, the most this
 // instance could ever get.
-func (r *SharedResource) MaxCapacity() uint32 {
+func (r *Resource) MaxCapacity() uint32 {
 	return r.shared.Load() + r.reserved.Load()
 }
 
 // Capacity returns the reserved capacity plus one factor for each partition
 // whose lease is valid at the moment of the call.
-func (r *SharedResource) Capacity() uint32 {
+func (r *Resource) Capacity() uint32 {
 	return r.capacityAt(r.clock.Now())
 }
 
 // capacityAt returns the capacity as it is at now.
-func (r *SharedResource) capacityAt(now time.Time) uint32 {
+func (r *Resource) capacityAt(now time.Time) uint32 {
 	held := 0
 	if v := r.valid.Load(); v != nil {
 		held = countValid(*v, now)
@@ -255,22 +187,22 @@ func (r *SharedResource) capacityAt(now time.Time) uint32 {
 
 // emitCapacity raises a capacity event for c when it differs from the last
 // one raised, or always when always is set.
-func (r *SharedResource) emitCapacity(c uint32, always bool) {
+func (r *Resource) emitCapacity(c uint32, always bool) {
 	if r.lastCapacity.Swap(int64(c)) == int64(c) && !always {
 		return
 	}
-	r.listeners.emit(CapacityEvent, int(c), "", nil)
+	r.listeners.Emit(CapacityEvent, int(c), "", nil)
 }
 
 // partitionCount returns ceil(shared/factor).
-func (r *SharedResource) partitionCount() int {
+func (r *Resource) partitionCount() int {
 	s, f := uint64(r.shared.Load()), uint64(r.factor)
 	return int((s + f - 1) / f)
 }
 
 // wantedFor returns how many partitions target needs beyond the reserved
 // capacity, at most count.
-func (r *SharedResource) wantedFor(target uint32, count int) int {
+func (r *Resource) wantedFor(target uint32, count int) int {
 	reserved := r.reserved.Load()
 	if target <= reserved {
 		return 0
@@ -282,18 +214,18 @@ func (r *SharedResource) wantedFor(target uint32, count int) int {
 // GiveMe asks for target capacity. When the number of partitions it needs
 // changes, it raises a target event (val: the partitions wanted) and wakes
 // the loop.
-func (r *SharedResource) GiveMe(target uint32) {
+func (r *Resource) GiveMe(target uint32) {
 	r.target.Store(target)
 	w := int64(r.wantedFor(target, r.partitionCount()))
 	if r.wanted.Swap(w) == w {
 		return
 	}
-	r.listeners.emit(TargetEvent, int(w), "", nil)
+	r.listeners.Emit(TargetEvent, int(w), "", nil)
 	r.poke()
 }
 
 // poke wakes the loop without blocking; a wake already pending is enough.
-func (r *SharedResource) poke() {
+func (r *Resource) poke() {
 	select {
 	case r.wake <- struct{}{}:
 	default:
@@ -302,7 +234,7 @@ func (r *SharedResource) poke() {
 
 // SetReservedCapacity changes the reserved capacity at run time and raises
 // a capacity event.
-func (r *SharedResource) SetReservedCapacity(capacity uint32) {
+func (r *Resource) SetReservedCapacity(capacity uint32) {
 	r.reserved.Store(capacity)
 	r.emitCapacity(r.Capacity(), true)
 	r.GiveMe(r.target.Load())
@@ -312,7 +244,7 @@ func (r *SharedResource) SetReservedCapacity(capacity uint32) {
 // the loop provisions the partitions the new capacity adds and releases
 // those beyond it. It raises a capacity event, and returns the errors
 // Provision would for a capacity of zero or too many partitions.
-func (r *SharedResource) SetSharedCapacity(capacity uint32) error {
+func (r *Resource) SetSharedCapacity(capacity uint32) error {
 	if err := r.checkCapacity(capacity); err != nil {
 		return err
 	}
@@ -325,21 +257,21 @@ func (r *SharedResource) SetSharedCapacity(capacity uint32) error {
 }
 
 // checkCapacity validates a shared capacity with the configured factor.
-func (r *SharedResource) checkCapacity(capacity uint32) error {
+func (r *Resource) checkCapacity(capacity uint32) error {
 	if capacity == 0 {
 		return UndefinedSharedCapacityError{}
 	}
 	f := uint64(r.factor)
-	if n := (uint64(capacity) + f - 1) / f; n > MaxPartitions {
+	if n := (uint64(capacity) + f - 1) / f; n > lease.MaxPartitions {
 		return PartitionsOutOfRangeError{MaxCapacity: capacity, Factor: r.factor, PartitionCount: int(n)}
 	}
 	return nil
 }
 
 // Provision creates the partitions in the store, raising the provisioning
-// events the LeaseManager reports. It may be called more than once before
+// events the lease.Manager reports. It may be called more than once before
 // Start, never after.
-func (r *SharedResource) Provision(ctx context.Context) error {
+func (r *Resource) Provision(ctx context.Context) error {
 	r.mu.Lock()
 	phase := r.phase
 	r.mu.Unlock()
@@ -364,18 +296,18 @@ func (r *SharedResource) Provision(ctx context.Context) error {
 	return nil
 }
 
-// provisionStore asks the LeaseManager for count partitions and forwards
+// provisionStore asks the lease.Manager for count partitions and forwards
 // its reports as events.
-func (r *SharedResource) provisionStore(ctx context.Context, count int) error {
+func (r *Resource) provisionStore(ctx context.Context, count int) error {
 	return r.stats.count(r.mgr.Provision(ctx, count, func(event string, val int, msg string) {
-		r.listeners.emit(event, val, msg, nil)
+		r.listeners.Emit(event, val, msg, nil)
 	}))
 }
 
 // Start starts the loop that acquires capacity; it must follow Provision.
 // Cancelling ctx ends the loop as Stop does, releasing the leases; Stop must
 // still be called to raise the shutdown event.
-func (r *SharedResource) Start(ctx context.Context) error {
+func (r *Resource) Start(ctx context.Context) error {
 	r.mu.Lock()
 	if r.phase != phaseProvisioned {
 		r.mu.Unlock()
@@ -394,7 +326,7 @@ func (r *SharedResource) Start(ctx context.Context) error {
 // raises a capacity event when capacity changed, and the shutdown event.
 // Capacity afterwards is the reserved capacity. Stop is idempotent and
 // returns once the loop has ended.
-func (r *SharedResource) Stop() {
+func (r *Resource) Stop() {
 	r.stopOnce.Do(func() {
 		r.mu.Lock()
 		cancel, done := r.cancel, r.done
@@ -404,6 +336,6 @@ func (r *SharedResource) Stop() {
 			cancel()
 			<-done
 		}
-		r.listeners.emit(ShutdownEvent, 0, "", nil)
+		r.listeners.Emit(ShutdownEvent, 0, "", nil)
 	})
 }

@@ -1,4 +1,4 @@
-package batcher
+package azureblob
 
 import (
 	"bytes"
@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/costwise/batcher/lease"
+
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
@@ -18,7 +20,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
+	bloblease "github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
 	"github.com/google/uuid"
 	"golang.org/x/sync/errgroup"
 )
@@ -27,17 +29,17 @@ import (
 // which a shared resource never wants: a crashed holder would keep its
 // partition forever).
 const (
-	// AzureMinLeaseDuration is the shortest lease Azure Blob Storage grants.
-	AzureMinLeaseDuration = 15 * time.Second
-	// AzureMaxLeaseDuration is the longest fixed lease Azure Blob Storage
+	// MinLeaseDuration is the shortest lease Azure Blob Storage grants.
+	MinLeaseDuration = 15 * time.Second
+	// MaxLeaseDuration is the longest fixed lease Azure Blob Storage
 	// grants.
-	AzureMaxLeaseDuration = 60 * time.Second
+	MaxLeaseDuration = 60 * time.Second
 )
 
 // provisionParallelism bounds the concurrent requests of Provision.
 const provisionParallelism = 8
 
-// AzureLeaseManager is a LeaseManager that keeps partitions as zero-byte
+// LeaseManager is a lease.Manager that keeps partitions as zero-byte
 // block blobs "0".."N-1" in an Azure Blob Storage container, their leases as
 // blob leases (the owner is the lease id, so owners must be UUIDs), and the
 // demand of each instance as a zero-byte blob "demand/<owner>" whose
@@ -57,8 +59,8 @@ const provisionParallelism = 8
 //
 // Configure it with the With* methods before its first use, which builds the
 // storage client: a method called without a credential configured returns an
-// AzureCredentialError. It is safe for concurrent use.
-type AzureLeaseManager struct {
+// CredentialError. It is safe for concurrent use.
+type LeaseManager struct {
 	accountName   string
 	containerName string
 
@@ -78,15 +80,15 @@ type leaseKey struct {
 	owner     string
 }
 
-// NewAzureLeaseManager returns a lease manager for container containerName
+// NewLeaseManager returns a lease manager for container containerName
 // of storage account accountName, at https://<account>.blob.core.windows.net
 // unless WithServiceURL or WithConnectionString says otherwise. It needs a
 // credential: WithMasterKey, WithCredential or WithConnectionString.
-func NewAzureLeaseManager(accountName, containerName string) *AzureLeaseManager {
+func NewLeaseManager(accountName, containerName string) *LeaseManager {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	// A ramp acquires many partitions at once; keep their connections.
 	transport.MaxIdleConnsPerHost = 32
-	return &AzureLeaseManager{
+	return &LeaseManager{
 		accountName:   accountName,
 		containerName: containerName,
 		httpClient:    &http.Client{Transport: transport},
@@ -95,7 +97,7 @@ func NewAzureLeaseManager(accountName, containerName string) *AzureLeaseManager 
 }
 
 // WithMasterKey authenticates with the storage account's shared key.
-func (m *AzureLeaseManager) WithMasterKey(key string) *AzureLeaseManager {
+func (m *LeaseManager) WithMasterKey(key string) *LeaseManager {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.masterKey = key
@@ -106,7 +108,7 @@ func (m *AzureLeaseManager) WithMasterKey(key string) *AzureLeaseManager {
 // azidentity.NewDefaultAzureCredential or a managed identity credential; the
 // identity needs the Storage Blob Data Contributor role on the container.
 // Entra ID tokens are only sent over HTTPS.
-func (m *AzureLeaseManager) WithCredential(cred azcore.TokenCredential) *AzureLeaseManager {
+func (m *LeaseManager) WithCredential(cred azcore.TokenCredential) *LeaseManager {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.credential = cred
@@ -116,7 +118,7 @@ func (m *AzureLeaseManager) WithCredential(cred azcore.TokenCredential) *AzureLe
 // WithConnectionString takes the endpoint and credential from a storage
 // connection string (its account key or SAS token). It overrides the account
 // name, WithServiceURL and the other credentials.
-func (m *AzureLeaseManager) WithConnectionString(connString string) *AzureLeaseManager {
+func (m *LeaseManager) WithConnectionString(connString string) *LeaseManager {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.connString = connString
@@ -126,7 +128,7 @@ func (m *AzureLeaseManager) WithConnectionString(connString string) *AzureLeaseM
 // WithServiceURL sets the blob service endpoint, such as
 // http://127.0.0.1:10000/devstoreaccount1 for Azurite or the endpoint of a
 // sovereign cloud. The default is https://<account>.blob.core.windows.net.
-func (m *AzureLeaseManager) WithServiceURL(serviceURL string) *AzureLeaseManager {
+func (m *LeaseManager) WithServiceURL(serviceURL string) *LeaseManager {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.serviceURL = serviceURL
@@ -136,12 +138,12 @@ func (m *AzureLeaseManager) WithServiceURL(serviceURL string) *AzureLeaseManager
 // CloseIdleConnections closes the manager's idle HTTP connections, whose
 // reader goroutines would otherwise linger until the server times them out.
 // A later call opens new ones.
-func (m *AzureLeaseManager) CloseIdleConnections() {
+func (m *LeaseManager) CloseIdleConnections() {
 	m.httpClient.CloseIdleConnections()
 }
 
 // containerClient returns the storage client, building it on first use.
-func (m *AzureLeaseManager) containerClient() (*container.Client, error) {
+func (m *LeaseManager) containerClient() (*container.Client, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.client != nil {
@@ -157,9 +159,9 @@ func (m *AzureLeaseManager) containerClient() (*container.Client, error) {
 
 // newClient builds the storage client from the configuration. It requires
 // m.mu.
-func (m *AzureLeaseManager) newClient() (*container.Client, error) {
+func (m *LeaseManager) newClient() (*container.Client, error) {
 	if m.containerName == "" {
-		return nil, AzureConfigError{Reason: "the container name is empty"}
+		return nil, ConfigError{Reason: "the container name is empty"}
 	}
 	opts := &container.ClientOptions{ClientOptions: policy.ClientOptions{
 		Transport: m.httpClient,
@@ -177,17 +179,17 @@ func (m *AzureLeaseManager) newClient() (*container.Client, error) {
 	if m.connString != "" {
 		c, err := container.NewClientFromConnectionString(m.connString, m.containerName, opts)
 		if err != nil {
-			return nil, AzureConfigError{Reason: "the connection string is invalid", Err: err}
+			return nil, ConfigError{Reason: "the connection string is invalid", Err: err}
 		}
 		return c, nil
 	}
 	if m.masterKey == "" && m.credential == nil {
-		return nil, AzureCredentialError{Account: m.accountName}
+		return nil, CredentialError{Account: m.accountName}
 	}
 	serviceURL := m.serviceURL
 	if serviceURL == "" {
 		if m.accountName == "" {
-			return nil, AzureConfigError{Reason: "the account name is empty and no service URL was given"}
+			return nil, ConfigError{Reason: "the account name is empty and no service URL was given"}
 		}
 		serviceURL = "https://" + m.accountName + ".blob.core.windows.net"
 	}
@@ -195,7 +197,7 @@ func (m *AzureLeaseManager) newClient() (*container.Client, error) {
 	if m.masterKey != "" {
 		cred, err := container.NewSharedKeyCredential(m.accountName, m.masterKey)
 		if err != nil {
-			return nil, AzureConfigError{Reason: "the master key is invalid", Err: err}
+			return nil, ConfigError{Reason: "the master key is invalid", Err: err}
 		}
 		return container.NewClientWithSharedKeyCredential(containerURL, cred, opts)
 	}
@@ -218,13 +220,13 @@ func partitionIndex(name string) (int, bool) {
 // leaseSeconds converts d to the whole seconds Azure takes, rounding up so
 // the store never holds a lease for less time than the caller counts on.
 func leaseSeconds(d time.Duration) (int32, error) {
-	if d < AzureMinLeaseDuration || d > AzureMaxLeaseDuration {
-		return 0, LeaseDurationError{Duration: d, Min: AzureMinLeaseDuration, Max: AzureMaxLeaseDuration}
+	if d < MinLeaseDuration || d > MaxLeaseDuration {
+		return 0, lease.DurationError{Duration: d, Min: MinLeaseDuration, Max: MaxLeaseDuration}
 	}
 	return int32((d + time.Second - 1) / time.Second), nil
 }
 
-// storageError turns a storage error into what the LeaseManager contract
+// storageError turns a storage error into what the lease.Manager contract
 // promises: context errors unchanged, lease conflicts and missing partitions
 // typed, anything else wrapped with what was being done.
 func storageError(ctx context.Context, err error, op string, partition int) error {
@@ -237,16 +239,16 @@ func storageError(ctx context.Context, err error, op string, partition int) erro
 		bloberror.LeaseIDMismatchWithLeaseOperation, bloberror.LeaseNotPresentWithLeaseOperation,
 		bloberror.LeaseIsBrokenAndCannotBeRenewed, bloberror.LeaseIsBreakingAndCannotBeAcquired,
 		bloberror.LeaseAlreadyBroken, bloberror.LeaseLost):
-		return LeaseConflictError{Partition: partition}
+		return lease.ConflictError{Partition: partition}
 	case bloberror.HasCode(err, bloberror.BlobNotFound, bloberror.ContainerNotFound,
 		bloberror.ContainerBeingDeleted):
-		return PartitionMissingError{Partition: partition}
+		return lease.PartitionMissingError{Partition: partition}
 	}
 	return fmt.Errorf("batcher: azure %s of partition %d: %w", op, partition, err)
 }
 
 // leaseClient returns a lease client for owner's lease on partition.
-func (m *AzureLeaseManager) leaseClient(partition int, owner string) (*lease.BlobClient, error) {
+func (m *LeaseManager) leaseClient(partition int, owner string) (*bloblease.BlobClient, error) {
 	if _, err := uuid.Parse(owner); err != nil {
 		return nil, fmt.Errorf("batcher: azure lease owner %q is not a UUID, as Azure requires of lease ids: %w", owner, err)
 	}
@@ -254,12 +256,12 @@ func (m *AzureLeaseManager) leaseClient(partition int, owner string) (*lease.Blo
 	if err != nil {
 		return nil, err
 	}
-	return lease.NewBlobClient(c.NewBlobClient(partitionName(partition)), &lease.BlobClientOptions{LeaseID: &owner})
+	return bloblease.NewBlobClient(c.NewBlobClient(partitionName(partition)), &bloblease.BlobClientOptions{LeaseID: &owner})
 }
 
 // setDuration records the seconds owner's lease on partition was granted
 // for; zero forgets it.
-func (m *AzureLeaseManager) setDuration(partition int, owner string, secs int32) {
+func (m *LeaseManager) setDuration(partition int, owner string, secs int32) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if secs == 0 {
@@ -271,7 +273,7 @@ func (m *AzureLeaseManager) setDuration(partition int, owner string, secs int32)
 
 // duration returns the seconds owner's lease on partition was granted for,
 // or zero when this manager did not grant it.
-func (m *AzureLeaseManager) duration(partition int, owner string) int32 {
+func (m *LeaseManager) duration(partition int, owner string) int32 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.leaseDuration[leaseKey{partition, owner}]
@@ -279,9 +281,9 @@ func (m *AzureLeaseManager) duration(partition int, owner string) int32 {
 
 // Acquire takes the lease on partition with owner as its lease id, for d
 // rounded up to whole seconds; d must be within 15 to 60 seconds, else it
-// returns a LeaseDurationError. Acquiring a lease the owner already holds
+// returns a lease.DurationError. Acquiring a lease the owner already holds
 // extends it, as Azure allows.
-func (m *AzureLeaseManager) Acquire(ctx context.Context, partition int, owner string, d time.Duration) error {
+func (m *LeaseManager) Acquire(ctx context.Context, partition int, owner string, d time.Duration) error {
 	lc, secs, err := m.leaseFor(partition, owner, d)
 	if err != nil {
 		return err
@@ -291,7 +293,7 @@ func (m *AzureLeaseManager) Acquire(ctx context.Context, partition int, owner st
 
 // leaseFor checks d and returns the lease client of partition for owner
 // with d in whole seconds.
-func (m *AzureLeaseManager) leaseFor(partition int, owner string, d time.Duration) (*lease.BlobClient, int32, error) {
+func (m *LeaseManager) leaseFor(partition int, owner string, d time.Duration) (*bloblease.BlobClient, int32, error) {
 	secs, err := leaseSeconds(d)
 	if err != nil {
 		return nil, 0, err
@@ -302,7 +304,7 @@ func (m *AzureLeaseManager) leaseFor(partition int, owner string, d time.Duratio
 
 // take acquires the lease for secs seconds and remembers that duration, so
 // that Renew knows whether the lease must be taken again to change it.
-func (m *AzureLeaseManager) take(ctx context.Context, lc *lease.BlobClient, partition int, owner string, secs int32, what string) error {
+func (m *LeaseManager) take(ctx context.Context, lc *bloblease.BlobClient, partition int, owner string, secs int32, what string) error {
 	if _, err := lc.AcquireLease(ctx, secs, nil); err != nil {
 		return storageError(ctx, err, what, partition)
 	}
@@ -316,7 +318,7 @@ func (m *AzureLeaseManager) take(ctx context.Context, lc *lease.BlobClient, part
 // is followed by an acquire with the same lease id to set the new duration.
 // As in Azure, the owner of an expired lease that nobody took since may
 // renew it.
-func (m *AzureLeaseManager) Renew(ctx context.Context, partition int, owner string, d time.Duration) error {
+func (m *LeaseManager) Renew(ctx context.Context, partition int, owner string, d time.Duration) error {
 	lc, secs, err := m.leaseFor(partition, owner, d)
 	if err != nil {
 		return err
@@ -332,7 +334,7 @@ func (m *AzureLeaseManager) Renew(ctx context.Context, partition int, owner stri
 
 // Release ends owner's lease on partition, so any owner may acquire it at
 // once.
-func (m *AzureLeaseManager) Release(ctx context.Context, partition int, owner string) error {
+func (m *LeaseManager) Release(ctx context.Context, partition int, owner string) error {
 	lc, err := m.leaseClient(partition, owner)
 	if err != nil {
 		return err
@@ -354,7 +356,7 @@ func emptyBody() io.ReadSeekCloser { return streaming.NopCloser(bytes.NewReader(
 // is. Reports follow in order: the container first, then the partitions by
 // index, each once it is known. It also deletes the demand records of owners
 // that stopped publishing long ago.
-func (m *AzureLeaseManager) Provision(ctx context.Context, count int, report func(event string, val int, msg string)) error {
+func (m *LeaseManager) Provision(ctx context.Context, count int, report func(event string, val int, msg string)) error {
 	if report == nil {
 		report = func(string, int, string) {}
 	}
@@ -386,9 +388,9 @@ func (m *AzureLeaseManager) Provision(ctx context.Context, count int, report fun
 	for i, s := range created {
 		switch s {
 		case 1:
-			report(CreatedBlobEvent, i, "")
+			report(lease.CreatedBlobEvent, i, "")
 		case -1:
-			report(VerifiedBlobEvent, i, "")
+			report(lease.VerifiedBlobEvent, i, "")
 		}
 	}
 	if err != nil {
@@ -402,13 +404,13 @@ func (m *AzureLeaseManager) Provision(ctx context.Context, count int, report fun
 
 // createContainer creates the container and returns the event that
 // describes what it found.
-func (m *AzureLeaseManager) createContainer(ctx context.Context, c *container.Client) (string, error) {
+func (m *LeaseManager) createContainer(ctx context.Context, c *container.Client) (string, error) {
 	_, err := c.Create(ctx, nil)
 	switch {
 	case err == nil:
-		return CreatedContainerEvent, nil
+		return lease.CreatedContainerEvent, nil
 	case bloberror.HasCode(err, bloberror.ContainerAlreadyExists):
-		return VerifiedContainerEvent, nil
+		return lease.VerifiedContainerEvent, nil
 	case ctx.Err() != nil:
 		return "", ctx.Err()
 	}
@@ -438,4 +440,4 @@ func createPartition(ctx context.Context, c *container.Client, i int) (bool, err
 }
 
 // ContainerName returns the name of the container the partitions are in.
-func (m *AzureLeaseManager) ContainerName() string { return m.containerName }
+func (m *LeaseManager) ContainerName() string { return m.containerName }

@@ -1,4 +1,4 @@
-package batcher
+package sharing
 
 import (
 	"context"
@@ -8,9 +8,10 @@ import (
 	"time"
 
 	"github.com/costwise/batcher/internal/clock"
+	"github.com/costwise/batcher/leasetest"
 )
 
-// The simulation drives SharedResource passes by hand, without the loop
+// The simulation drives Resource passes by hand, without the loop
 // goroutine: a discrete-event loop on a fake clock runs, at each moment, the
 // pass of whichever instance is due next. Instances share one memory lease
 // manager, as separate processes share one store. Every run is
@@ -19,10 +20,10 @@ import (
 
 var simStart = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// simInstance is one SharedResource and the loop state its goroutine would
+// simInstance is one Resource and the loop state its goroutine would
 // own.
 type simInstance struct {
-	r      *SharedResource
+	r      *Resource
 	st     *loopState
 	next   time.Time // when its next pass is due
 	idle   bool      // waiting for GiveMe only
@@ -35,7 +36,8 @@ type simInstance struct {
 type sim struct {
 	t     *testing.T
 	clock *clock.Fake
-	mgr   *MemoryLeaseManager
+	mem   *MemoryLeaseManager     // the store behind mgr, read by the safety check
+	mgr   *leasetest.FaultManager // what the instances use
 	inst  []*simInstance
 	ctx   context.Context
 }
@@ -53,7 +55,8 @@ type simConfig struct {
 func newSim(t *testing.T, cfg simConfig) *sim {
 	t.Helper()
 	fake := clock.NewFake(simStart)
-	s := &sim{t: t, clock: fake, mgr: NewMemoryLeaseManager().WithClock(fake), ctx: context.Background()}
+	s := &sim{t: t, clock: fake, mem: NewMemoryLeaseManager().WithClock(fake), ctx: context.Background()}
+	s.mgr = leasetest.NewFaultManager(s.mem)
 	for i := 0; i < cfg.instances; i++ {
 		s.add(cfg, i)
 	}
@@ -73,7 +76,7 @@ func (s *sim) add(cfg simConfig, i int) *simInstance {
 		cfg.maxIntervalMS = DefaultMaxInterval
 	}
 	rng := rand.New(rand.NewPCG(uint64(i)+1, 99))
-	r := NewSharedResource(s.mgr, cfg.shared).WithFactor(cfg.factor).WithReservedCapacity(cfg.reserved).
+	r := New(s.mgr, cfg.shared).WithFactor(cfg.factor).WithReservedCapacity(cfg.reserved).
 		WithLeaseDuration(cfg.lease).WithMaxInterval(cfg.maxIntervalMS).WithClock(s.clock).
 		WithRand(rng.Float64).WithOwner(fmt.Sprintf("instance-%d", i))
 	in := &simInstance{r: r, st: &loopState{table: leaseTable{}, uncertain: map[int]bool{}}, next: s.clock.Now()}
@@ -175,8 +178,8 @@ func (s *sim) pass(in *simInstance) {
 func (s *sim) checkSafety() {
 	s.t.Helper()
 	now := s.clock.Now()
-	s.mgr.mu.Lock()
-	defer s.mgr.mu.Unlock()
+	s.mem.mu.Lock()
+	defer s.mem.mu.Unlock()
 	counted := map[int]string{}
 	for _, in := range s.inst {
 		for p, l := range in.st.table {
@@ -187,12 +190,19 @@ func (s *sim) checkSafety() {
 				s.t.Fatalf("at %v partition %d counted by %s and %s", now.Sub(simStart), p, other, in.r.owner)
 			}
 			counted[p] = in.r.owner
-			lease, ok := s.mgr.partitions[p]
+			lease, ok := s.mem.partitions[p]
 			if !ok || lease.owner != in.r.owner || !now.Before(lease.expires) {
 				s.t.Fatalf("at %v %s counts partition %d but the store has %+v", now.Sub(simStart), in.r.owner, p, lease)
 			}
 		}
 	}
+}
+
+// loseData imitates a store that lost its data: the instances' calls go to
+// an empty store from now on.
+func (s *sim) loseData() {
+	s.mem = NewMemoryLeaseManager().WithClock(s.clock)
+	s.mgr.Swap(s.mem)
 }
 
 // held returns how many partitions instance i counts now.

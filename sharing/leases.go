@@ -1,4 +1,4 @@
-package batcher
+package sharing
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"maps"
 	"sync"
 	"time"
+
+	"github.com/costwise/batcher/lease"
 )
 
 // maxParallel bounds the storage calls a pass makes at once.
@@ -24,9 +26,9 @@ type callResult struct {
 
 // each calls call for every partition, at most maxParallel at a time, each
 // with its own timeout, and returns when all have returned. The goroutines
-// it starts end before it returns. A panicking LeaseManager becomes an
+// it starts end before it returns. A panicking lease.Manager becomes an
 // error rather than a crash.
-func (r *SharedResource) each(ctx context.Context, partitions []int, call func(context.Context, int) error) []callResult {
+func (r *Resource) each(ctx context.Context, partitions []int, call func(context.Context, int) error) []callResult {
 	results := make([]callResult, len(partitions))
 	sem := make(chan struct{}, maxParallel)
 	var wg sync.WaitGroup
@@ -56,31 +58,31 @@ func guard(fn func() error) (err error) {
 	return fn()
 }
 
-// isMissing reports whether err is a PartitionMissingError.
+// isMissing reports whether err is a lease.PartitionMissingError.
 func isMissing(err error) bool {
-	var missing PartitionMissingError
+	var missing lease.PartitionMissingError
 	return errors.As(err, &missing)
 }
 
 // forget drops a lease the store no longer gives this instance, without
 // asking the store anything.
-func (r *SharedResource) forget(st *loopState, p int, why string) {
+func (r *Resource) forget(st *loopState, p int, why string) {
 	delete(st.table, p)
 	r.publishView(st)
 	r.stats.releases.Add(1)
-	r.listeners.emit(ReleasedEvent, p, why, nil)
+	r.listeners.Emit(ReleasedEvent, p, why, nil)
 }
 
-// isConflict reports whether err is a LeaseConflictError.
+// isConflict reports whether err is a lease.ConflictError.
 func isConflict(err error) bool {
-	var conflict LeaseConflictError
+	var conflict lease.ConflictError
 	return errors.As(err, &conflict)
 }
 
 // dropLost forgets leases that surely ended at the store (their renewal
 // kept failing) and gives up partitions beyond count (the shared capacity
 // shrank).
-func (r *SharedResource) dropLost(ctx context.Context, st *loopState, now time.Time, count int) {
+func (r *Resource) dropLost(ctx context.Context, st *loopState, now time.Time, count int) {
 	for _, p := range st.table.expired(now) {
 		r.forget(st, p, "lease expired before it could be renewed")
 	}
@@ -95,7 +97,7 @@ func (r *SharedResource) dropLost(ctx context.Context, st *loopState, now time.T
 
 // releaseAbove gives up the leases beyond target, those others prefer
 // first.
-func (r *SharedResource) releaseAbove(ctx context.Context, st *loopState, target int, why string) {
+func (r *Resource) releaseAbove(ctx context.Context, st *loopState, target int, why string) {
 	excess := len(st.table) - max(target, 0)
 	if excess <= 0 {
 		return
@@ -107,7 +109,7 @@ func (r *SharedResource) releaseAbove(ctx context.Context, st *loopState, target
 // release gives up partitions. They stop counting as capacity before the
 // store is asked to end their leases, so this instance never counts a
 // partition another may already have taken.
-func (r *SharedResource) release(ctx context.Context, st *loopState, partitions []int, why string) {
+func (r *Resource) release(ctx context.Context, st *loopState, partitions []int, why string) {
 	if len(partitions) == 0 {
 		return
 	}
@@ -121,7 +123,7 @@ func (r *SharedResource) release(ctx context.Context, st *loopState, partitions 
 	})
 	for _, res := range results {
 		r.stats.releases.Add(1)
-		r.listeners.emit(ReleasedEvent, res.partition, why, nil)
+		r.listeners.Emit(ReleasedEvent, res.partition, why, nil)
 		// A conflict means the lease had already ended; any other error
 		// leaves it to expire at the store, which is safe, but is worth
 		// reporting.
@@ -134,7 +136,7 @@ func (r *SharedResource) release(ctx context.Context, st *loopState, partitions 
 // renewDue renews the leases whose renewal time has come. A lease lost to
 // a conflict is dropped at once; one whose renewal failed otherwise is kept
 // (it may still be ours) and retried until it expires.
-func (r *SharedResource) renewDue(ctx context.Context, st *loopState, now time.Time) {
+func (r *Resource) renewDue(ctx context.Context, st *loopState, now time.Time) {
 	due := st.table.dueForRenewal(now)
 	if len(due) == 0 {
 		return
@@ -160,7 +162,7 @@ func (r *SharedResource) renewDue(ctx context.Context, st *loopState, now time.T
 }
 
 // acquire tries to lease partitions and adds those won to the table.
-func (r *SharedResource) acquire(ctx context.Context, st *loopState, partitions []int) {
+func (r *Resource) acquire(ctx context.Context, st *loopState, partitions []int) {
 	if len(partitions) == 0 {
 		return
 	}
@@ -173,7 +175,7 @@ func (r *SharedResource) acquire(ctx context.Context, st *loopState, partitions 
 			st.table[res.partition] = newHeldLease(res.sent, r.leaseDuration)
 			delete(st.uncertain, res.partition)
 		case isConflict(res.err):
-			r.listeners.emit(FailedEvent, res.partition, "", nil)
+			r.listeners.Emit(FailedEvent, res.partition, "", nil)
 		default:
 			// The store may have granted the lease before the call failed;
 			// Stop releases such partitions in case.
@@ -185,14 +187,14 @@ func (r *SharedResource) acquire(ctx context.Context, st *loopState, partitions 
 	for _, res := range results {
 		if res.err == nil {
 			r.stats.acquisitions.Add(1)
-			r.listeners.emit(AllocatedEvent, res.partition, "", nil)
+			r.listeners.Emit(AllocatedEvent, res.partition, "", nil)
 		}
 	}
 }
 
 // rebalance reads a snapshot, computes this instance's fair share, gives
 // back what is above it and acquires free partitions up to it.
-func (r *SharedResource) rebalance(ctx context.Context, st *loopState, wanted, count int, now time.Time) {
+func (r *Resource) rebalance(ctx context.Context, st *loopState, wanted, count int, now time.Time) {
 	cctx, cancel := context.WithTimeout(ctx, r.callTimeout())
 	snap, err := r.mgr.Snapshot(cctx, count)
 	cancel()
@@ -240,16 +242,16 @@ func (r *SharedResource) rebalance(ctx context.Context, st *loopState, wanted, c
 // the table holds but the snapshot shows free or missing is no longer this
 // instance's (the store lost it, or this clock ran slow): it stops counting
 // at once, and is free to acquire again when it exists.
-func (r *SharedResource) readPartitions(st *loopState, states []PartitionState) []int {
+func (r *Resource) readPartitions(st *loopState, states []lease.PartitionState) []int {
 	var free []int
 	for p, state := range states {
-		if state == PartitionLeased {
+		if state == lease.PartitionLeased {
 			continue
 		}
 		if hasPartition(st.table, p) {
 			r.forget(st, p, "the store shows the lease gone")
 		}
-		if state == PartitionMissing {
+		if state == lease.PartitionMissing {
 			st.provision = true
 			continue
 		}
@@ -267,7 +269,7 @@ func hasPartition(t leaseTable, p int) bool {
 // shutdown gives everything back when the loop ends: it stops counting the
 // leases, releases them (and partitions whose acquire had an unknown
 // outcome), and withdraws the demand, within releaseTimeout.
-func (r *SharedResource) shutdown(ctx context.Context, st *loopState) {
+func (r *Resource) shutdown(ctx context.Context, st *loopState) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
 	held := st.table.indexes()

@@ -1,18 +1,20 @@
-package batcher
+package sharing
 
 import (
 	"context"
 	"sync"
-	"sync/atomic"
 	"time"
+
+	"github.com/costwise/batcher/internal/clock"
+	"github.com/costwise/batcher/lease"
 )
 
 // memoryContainer is the address MemoryLeaseManager reports in its
 // container events.
 const memoryContainer = "memory://batcher"
 
-// MemoryLeaseManager is a LeaseManager that keeps partitions, leases and
-// demands in process memory. Several SharedResources given the same
+// MemoryLeaseManager is a lease.Manager that keeps partitions, leases and
+// demands in process memory. Several Resources given the same
 // MemoryLeaseManager share their capacity exactly as separate processes
 // sharing one Azure container would: leases are exclusive, expire after
 // their duration unless renewed, and demand records lapse after their ttl.
@@ -20,17 +22,15 @@ const memoryContainer = "memory://batcher"
 // It follows the Azure Blob lease rules: the owner of a lease that expired
 // may still renew or release it as long as no other owner has taken it
 // since. It is the default store for the sample and for unit tests; time
-// comes from its Clock, so a fake clock drives expiry without sleeping.
-// SetFailure and Reset inject faults for tests. It is safe for concurrent
-// use.
+// comes from its clock, so a fake clock drives expiry without sleeping.
+// leasetest.FaultManager wraps it to inject faults. It is safe for
+// concurrent use.
 type MemoryLeaseManager struct {
 	mu         sync.Mutex
-	clock      Clock
+	clock      clock.Clock
 	container  bool
 	partitions map[int]*memoryLease
 	demands    map[string]memoryDemand
-	failure    error
-	calls      atomic.Uint64
 }
 
 // memoryLease is one partition; owner is empty when it was never leased or
@@ -45,11 +45,11 @@ type memoryDemand struct {
 	expires    time.Time
 }
 
-// NewMemoryLeaseManager returns an empty in-process LeaseManager that uses
+// NewMemoryLeaseManager returns an empty in-process lease.Manager that uses
 // the system clock.
 func NewMemoryLeaseManager() *MemoryLeaseManager {
 	return &MemoryLeaseManager{
-		clock:      RealClock(),
+		clock:      clock.Real(),
 		partitions: map[int]*memoryLease{},
 		demands:    map[string]memoryDemand{},
 	}
@@ -57,7 +57,7 @@ func NewMemoryLeaseManager() *MemoryLeaseManager {
 
 // WithClock sets the clock that decides when leases and demands expire. Set
 // it before first use; the default is the system clock.
-func (m *MemoryLeaseManager) WithClock(c Clock) *MemoryLeaseManager {
+func (m *MemoryLeaseManager) WithClock(c clock.Clock) *MemoryLeaseManager {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if c != nil {
@@ -66,40 +66,9 @@ func (m *MemoryLeaseManager) WithClock(c Clock) *MemoryLeaseManager {
 	return m
 }
 
-// SetFailure makes every later call fail with err until it is called again
-// with nil. It is a test aid that imitates an unreachable or throttling
-// store.
-func (m *MemoryLeaseManager) SetFailure(err error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.failure = err
-}
-
-// Reset forgets every partition, lease and demand, as when a store loses its
-// data (container deleted, emulator restarted). It is a test aid; a
-// SharedResource recovers by provisioning again.
-func (m *MemoryLeaseManager) Reset() {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.container = false
-	m.partitions = map[int]*memoryLease{}
-	m.demands = map[string]memoryDemand{}
-}
-
-// Calls returns how many LeaseManager calls were made, failed ones included;
-// tests use it to count storage transactions.
-func (m *MemoryLeaseManager) Calls() uint64 {
-	return m.calls.Load()
-}
-
-// begin counts a call and returns the error it must fail with, if any. It
-// requires m.mu.
+// begin returns the error a call must fail with, if any. It requires m.mu.
 func (m *MemoryLeaseManager) begin(ctx context.Context) error {
-	m.calls.Add(1)
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	return m.failure
+	return ctx.Err()
 }
 
 // Provision creates the container and partitions 0..count-1 that do not
@@ -118,18 +87,18 @@ func (m *MemoryLeaseManager) Provision(ctx context.Context, count int, report fu
 	}
 	items := make([]item, 0, count+1)
 	if m.container {
-		items = append(items, item{VerifiedContainerEvent, 0, memoryContainer})
+		items = append(items, item{lease.VerifiedContainerEvent, 0, memoryContainer})
 	} else {
 		m.container = true
-		items = append(items, item{CreatedContainerEvent, 0, memoryContainer})
+		items = append(items, item{lease.CreatedContainerEvent, 0, memoryContainer})
 	}
 	for i := 0; i < count; i++ {
 		if _, ok := m.partitions[i]; ok {
-			items = append(items, item{VerifiedBlobEvent, i, ""})
+			items = append(items, item{lease.VerifiedBlobEvent, i, ""})
 			continue
 		}
 		m.partitions[i] = &memoryLease{}
-		items = append(items, item{CreatedBlobEvent, i, ""})
+		items = append(items, item{lease.CreatedBlobEvent, i, ""})
 	}
 	m.mu.Unlock()
 	if report != nil {
@@ -141,23 +110,23 @@ func (m *MemoryLeaseManager) Provision(ctx context.Context, count int, report fu
 }
 
 // Snapshot returns the state of partitions 0..count-1 and the live demands.
-func (m *MemoryLeaseManager) Snapshot(ctx context.Context, count int) (LeaseSnapshot, error) {
+func (m *MemoryLeaseManager) Snapshot(ctx context.Context, count int) (lease.Snapshot, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.begin(ctx); err != nil {
-		return LeaseSnapshot{}, err
+		return lease.Snapshot{}, err
 	}
 	now := m.clock.Now()
-	snap := LeaseSnapshot{Partitions: make([]PartitionState, count), Demands: map[string]uint32{}}
+	snap := lease.Snapshot{Partitions: make([]lease.PartitionState, count), Demands: map[string]uint32{}}
 	for i := range snap.Partitions {
 		p, ok := m.partitions[i]
 		switch {
 		case !ok:
-			snap.Partitions[i] = PartitionMissing
+			snap.Partitions[i] = lease.PartitionMissing
 		case p.owner != "" && now.Before(p.expires):
-			snap.Partitions[i] = PartitionLeased
+			snap.Partitions[i] = lease.PartitionLeased
 		default:
-			snap.Partitions[i] = PartitionFree
+			snap.Partitions[i] = lease.PartitionFree
 		}
 	}
 	for owner, d := range m.demands {
@@ -178,7 +147,7 @@ func (m *MemoryLeaseManager) lease(ctx context.Context, partition int) (*memoryL
 	}
 	p, ok := m.partitions[partition]
 	if !ok {
-		return nil, time.Time{}, PartitionMissingError{Partition: partition}
+		return nil, time.Time{}, lease.PartitionMissingError{Partition: partition}
 	}
 	return p, m.clock.Now(), nil
 }
@@ -193,7 +162,7 @@ func (m *MemoryLeaseManager) Acquire(ctx context.Context, partition int, owner s
 		return err
 	}
 	if p.owner != "" && p.owner != owner && now.Before(p.expires) {
-		return LeaseConflictError{Partition: partition}
+		return lease.ConflictError{Partition: partition}
 	}
 	p.owner, p.expires = owner, now.Add(d)
 	return nil
@@ -209,7 +178,7 @@ func (m *MemoryLeaseManager) Renew(ctx context.Context, partition int, owner str
 		return err
 	}
 	if p.owner != owner {
-		return LeaseConflictError{Partition: partition}
+		return lease.ConflictError{Partition: partition}
 	}
 	p.expires = now.Add(d)
 	return nil
@@ -224,7 +193,7 @@ func (m *MemoryLeaseManager) Release(ctx context.Context, partition int, owner s
 		return err
 	}
 	if p.owner != owner {
-		return LeaseConflictError{Partition: partition}
+		return lease.ConflictError{Partition: partition}
 	}
 	p.owner, p.expires = "", time.Time{}
 	return nil

@@ -1,4 +1,11 @@
-package batcher
+// Package lease is the storage seam of a shared resource: the Manager
+// interface that keeps partitions, exclusive expiring leases on them and the
+// demand each instance publishes, the Snapshot it reads in one round trip,
+// and the errors every implementation returns. The algorithm that decides
+// what to lease is in package sharing; the stores are sharing's
+// MemoryLeaseManager, package azureblob and package redislease, and package
+// leasetest checks that each one keeps the contract.
+package lease
 
 import (
 	"context"
@@ -6,21 +13,21 @@ import (
 )
 
 // MaxPartitions is the largest number of partitions a shared resource
-// supports; Provision returns PartitionsOutOfRangeError past it.
+// supports; its Provision returns an error past it.
 const MaxPartitions = 500
 
-// LeaseManager is the storage seam of a shared resource: it keeps the
+// Manager is the storage seam of a shared resource: it keeps the
 // partitions of a shared capacity, the exclusive expiring leases on them, and
 // the demand each instance publishes. The algorithm that decides what to
-// lease lives in SharedResource; a LeaseManager only stores. Implementations
-// in this module: NewMemoryLeaseManager (in process), the Azure Blob Storage
-// one behind AzureSharedResource, and the Redis one in package redislease.
+// lease lives in package sharing; a Manager only stores. Implementations in this
+// module: sharing.NewMemoryLeaseManager (in process), package azureblob
+// (Azure Blob Storage) and package redislease (Redis).
 //
-// Owners are strings that are unique per instance (SharedResource uses a
+// Owners are strings that are unique per instance (sharing.Resource uses a
 // random UUID, which Azure requires as a lease id). Every method may be
 // called concurrently. Each call is one storage transaction or round trip,
 // except Provision.
-type LeaseManager interface {
+type Manager interface {
 	// Provision makes sure partitions 0..count-1 exist, creating what is
 	// missing (its container too) so that concurrent calls from many
 	// instances are safe. It calls report, when not nil, for each thing it
@@ -32,23 +39,23 @@ type LeaseManager interface {
 	// Snapshot reads, in one round trip, the state of partitions
 	// 0..count-1 and the demand that every instance with a live record has
 	// published.
-	Snapshot(ctx context.Context, count int) (LeaseSnapshot, error)
+	Snapshot(ctx context.Context, count int) (Snapshot, error)
 
 	// Acquire takes an exclusive lease on partition for owner, lasting d
 	// from when the store handles the request. It returns a
-	// LeaseConflictError when another owner holds a lease on it, and a
+	// ConflictError when another owner holds a lease on it, and a
 	// PartitionMissingError when the partition does not exist.
 	Acquire(ctx context.Context, partition int, owner string, d time.Duration) error
 
 	// Renew extends owner's lease on partition to d from now. It returns a
-	// LeaseConflictError when owner does not hold the lease (it expired and
+	// ConflictError when owner does not hold the lease (it expired and
 	// another owner took it, or it was never held) and never extends another
 	// owner's lease.
 	Renew(ctx context.Context, partition int, owner string, d time.Duration) error
 
 	// Release ends owner's lease on partition at once. It never ends another
 	// owner's lease: when owner does not hold it, it returns a
-	// LeaseConflictError and changes nothing.
+	// ConflictError and changes nothing.
 	Release(ctx context.Context, partition int, owner string) error
 
 	// PublishDemand records that owner wants partitions partitions, a record
@@ -56,7 +63,7 @@ type LeaseManager interface {
 	PublishDemand(ctx context.Context, owner string, partitions uint32, ttl time.Duration) error
 }
 
-// PartitionState is the state of one partition in a LeaseSnapshot.
+// PartitionState is the state of one partition in a Snapshot.
 type PartitionState uint8
 
 const (
@@ -69,8 +76,8 @@ const (
 	PartitionLeased
 )
 
-// LeaseSnapshot is what a LeaseManager reads in one round trip.
-type LeaseSnapshot struct {
+// Snapshot is what a Manager reads in one round trip.
+type Snapshot struct {
 	// Partitions holds the state of partitions 0..count-1.
 	Partitions []PartitionState
 	// Demands maps each owner with a live demand record to the number of

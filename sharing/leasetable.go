@@ -1,11 +1,11 @@
-package batcher
+package sharing
 
 import (
 	"sort"
 	"time"
 )
 
-// heldLease is what a SharedResource knows of one lease it holds. All of
+// heldLease is what a Resource knows of one lease it holds. All of
 // its times derive from sent, the moment the last successful acquire or
 // renew request was sent: the store started the lease no earlier than that,
 // so the lease cannot end before sent + duration by the store's clock.
@@ -28,7 +28,7 @@ func newHeldLease(sent time.Time, d time.Duration) heldLease {
 }
 
 // validityMargin is how long before a lease could end that a
-// SharedResource stops counting it: max(2 s, 10 %) of the lease, to absorb
+// Resource stops counting it: max(2 s, 10 %) of the lease, to absorb
 // the difference between this clock's rate and the store's, but at most a
 // quarter of the lease so that a lease is renewed (at two thirds of it)
 // before it stops counting.
@@ -37,7 +37,7 @@ func validityMargin(d time.Duration) time.Duration {
 	return min(m, d/4)
 }
 
-// leaseTable is the set of leases a SharedResource holds, keyed by
+// leaseTable is the set of leases a Resource holds, keyed by
 // partition. It is owned by the resource's loop goroutine; other goroutines
 // read only the view it publishes.
 type leaseTable map[int]heldLease

@@ -1,4 +1,4 @@
-package batcher
+package azureblob
 
 import (
 	"errors"
@@ -6,7 +6,8 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
+	bloblease "github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
+	"github.com/costwise/batcher/lease"
 )
 
 // TestDemandLive steps through record ages as the server reports them,
@@ -65,12 +66,12 @@ func TestParseDemand(t *testing.T) {
 
 // TestPartitionState maps every Azure lease state.
 func TestPartitionState(t *testing.T) {
-	cases := map[lease.StateType]PartitionState{
-		lease.StateTypeAvailable: PartitionFree,
-		lease.StateTypeExpired:   PartitionFree,
-		lease.StateTypeBroken:    PartitionFree,
-		lease.StateTypeLeased:    PartitionLeased,
-		lease.StateTypeBreaking:  PartitionLeased,
+	cases := map[bloblease.StateType]lease.PartitionState{
+		bloblease.StateTypeAvailable: lease.PartitionFree,
+		bloblease.StateTypeExpired:   lease.PartitionFree,
+		bloblease.StateTypeBroken:    lease.PartitionFree,
+		bloblease.StateTypeLeased:    lease.PartitionLeased,
+		bloblease.StateTypeBreaking:  lease.PartitionLeased,
 	}
 	for state, want := range cases {
 		state := state
@@ -78,7 +79,7 @@ func TestPartitionState(t *testing.T) {
 			t.Errorf("lease state %s: %d, want %d", state, got, want)
 		}
 	}
-	if got := partitionState(nil); got != PartitionFree {
+	if got := partitionState(nil); got != lease.PartitionFree {
 		t.Errorf("no properties: %d, want free", got)
 	}
 }
@@ -102,7 +103,7 @@ func TestLeaseSeconds(t *testing.T) {
 	}
 	for _, c := range cases {
 		secs, err := leaseSeconds(c.d)
-		var lde LeaseDurationError
+		var lde lease.DurationError
 		if secs != c.secs || (err == nil) != c.ok || (err != nil && !errors.As(err, &lde)) {
 			t.Errorf("leaseSeconds(%v) = %d, %v; want %d, ok %v", c.d, secs, err, c.secs, c.ok)
 		}

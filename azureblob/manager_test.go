@@ -1,4 +1,4 @@
-package batcher_test
+package azureblob_test
 
 import (
 	"context"
@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/costwise/batcher"
+	"github.com/costwise/batcher/azureblob"
+	"github.com/costwise/batcher/lease"
+
 	"github.com/costwise/batcher/leasetest"
 	"github.com/google/uuid"
 )
@@ -61,8 +63,14 @@ func uniqueContainer() string {
 
 // newAzuriteManager returns a lease manager over a container of its own in
 // the Azurite at serviceURL, authenticated with the shared key.
-func newAzuriteManager(t *testing.T, serviceURL string) *batcher.AzureLeaseManager {
-	m := batcher.NewAzureLeaseManager(azuriteAccount, uniqueContainer()).
+func newAzuriteManager(t *testing.T, serviceURL string) *azureblob.LeaseManager {
+	return azuriteManagerFor(t, serviceURL, uniqueContainer())
+}
+
+// azuriteManagerFor returns a lease manager over container in the Azurite
+// at serviceURL, to look at what a shared resource keeps there.
+func azuriteManagerFor(t *testing.T, serviceURL, container string) *azureblob.LeaseManager {
+	m := azureblob.NewLeaseManager(azuriteAccount, container).
 		WithServiceURL(serviceURL).
 		WithMasterKey(azuriteKey)
 	t.Cleanup(m.CloseIdleConnections)
@@ -76,7 +84,7 @@ func newAzuriteManager(t *testing.T, serviceURL string) *batcher.AzureLeaseManag
 func TestAzureLeaseConformance(t *testing.T) {
 	t.Parallel()
 	serviceURL := azuriteURL(t)
-	leasetest.RunWithOptions(t, func(t *testing.T) batcher.LeaseManager {
+	leasetest.RunWithOptions(t, func(t *testing.T) lease.Manager {
 		return newAzuriteManager(t, serviceURL)
 	}, leasetest.Options{SkipExpiry: testing.Short()})
 }
@@ -86,14 +94,14 @@ func TestAzureLeaseConformance(t *testing.T) {
 func TestAzureLeaseRejectsDurations(t *testing.T) {
 	// No credential: a request would fail with AzureCredentialError, so a
 	// LeaseDurationError proves the check comes first.
-	m := batcher.NewAzureLeaseManager("account", "container")
+	m := azureblob.NewLeaseManager("account", "container")
 	owner := uuid.NewString()
 	for _, d := range []time.Duration{0, time.Second, 14 * time.Second, 61 * time.Second, -1} {
 		for name, err := range map[string]error{
 			"Acquire": m.Acquire(context.Background(), 0, owner, d),
 			"Renew":   m.Renew(context.Background(), 0, owner, d),
 		} {
-			var lde batcher.LeaseDurationError
+			var lde lease.DurationError
 			if !errors.As(err, &lde) || lde.Duration != d {
 				t.Errorf("%s with %v: %v, want a LeaseDurationError for %v", name, d, err, d)
 			}
@@ -104,7 +112,7 @@ func TestAzureLeaseRejectsDurations(t *testing.T) {
 // TestAzureLeaseMissingCredential checks that every call without a
 // credential returns AzureCredentialError naming the account.
 func TestAzureLeaseMissingCredential(t *testing.T) {
-	m := batcher.NewAzureLeaseManager("myaccount", "container")
+	m := azureblob.NewLeaseManager("myaccount", "container")
 	ctx := context.Background()
 	owner := uuid.NewString()
 	_, snapErr := m.Snapshot(ctx, 1)
@@ -115,7 +123,7 @@ func TestAzureLeaseMissingCredential(t *testing.T) {
 		"Release":       m.Release(ctx, 0, owner),
 		"PublishDemand": m.PublishDemand(ctx, owner, 1, time.Minute),
 	} {
-		var ce batcher.AzureCredentialError
+		var ce azureblob.CredentialError
 		if !errors.As(err, &ce) || ce.Account != "myaccount" {
 			t.Errorf("%s: %v, want an AzureCredentialError for myaccount", name, err)
 		}
@@ -125,7 +133,7 @@ func TestAzureLeaseMissingCredential(t *testing.T) {
 // TestAzureLeaseOwnerMustBeUUID checks that an owner Azure would reject as a
 // lease id is refused with a message that says why.
 func TestAzureLeaseOwnerMustBeUUID(t *testing.T) {
-	m := batcher.NewAzureLeaseManager("account", "container").WithMasterKey(azuriteKey)
+	m := azureblob.NewLeaseManager("account", "container").WithMasterKey(azuriteKey)
 	err := m.Acquire(context.Background(), 0, "not-a-uuid", 15*time.Second)
 	if err == nil || !strings.Contains(err.Error(), "not a UUID") {
 		t.Fatalf("Acquire with owner not-a-uuid: %v, want an error saying it is not a UUID", err)
@@ -154,14 +162,14 @@ func TestAzureLeaseRenewChangesDuration(t *testing.T) {
 	}
 	// A second manager over the same container, as after a restart of the
 	// process that kept owner a.
-	other := batcher.NewAzureLeaseManager(azuriteAccount, m.ContainerName()).
+	other := azureblob.NewLeaseManager(azuriteAccount, m.ContainerName()).
 		WithServiceURL(serviceURL).WithMasterKey(azuriteKey)
 	t.Cleanup(other.CloseIdleConnections)
 	if err := other.Renew(ctx, 0, a, 60*time.Second); err != nil {
 		t.Fatalf("Renew 60 s from another manager: %v", err)
 	}
 	time.Sleep(20 * time.Second)
-	var conflict batcher.LeaseConflictError
+	var conflict lease.ConflictError
 	if err := m.Acquire(ctx, 0, b, 15*time.Second); !errors.As(err, &conflict) {
 		t.Fatalf("Acquire by another owner 20 s after a 60-s renewal: %v, want LeaseConflictError", err)
 	}

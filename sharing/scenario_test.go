@@ -1,4 +1,4 @@
-package batcher
+package sharing
 
 import (
 	"errors"
@@ -57,7 +57,7 @@ func TestSharedFourInstancesConverge(t *testing.T) {
 	if got := s.heldAll(); !slices.Equal(got, []int{5, 5, 5, 5}) {
 		t.Fatalf("after 5 s the instances hold %v, want 5 each", got)
 	}
-	before := make([]SharedStats, 4)
+	before := make([]Stats, 4)
 	for i, in := range s.inst {
 		before[i] = in.r.Stats()
 	}
@@ -223,7 +223,7 @@ func TestSharedReprovisionsAfterReset(t *testing.T) {
 	s := newSim(t, simConfig{instances: 1, shared: 5, recordEvents: true})
 	s.giveMe(0, 5)
 	s.runFor(5*time.Second, nil)
-	s.mgr.Reset()
+	s.loseData()
 	s.inst[0].events = nil
 	// Until its next snapshot the instance cannot know the store lost its
 	// leases; the safety check would flag exactly that, so step the

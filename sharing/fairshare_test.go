@@ -1,4 +1,4 @@
-package batcher
+package sharing
 
 import (
 	"math/rand/v2"

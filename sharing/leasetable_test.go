@@ -1,4 +1,4 @@
-package batcher
+package sharing
 
 import (
 	"testing"

@@ -1,13 +1,15 @@
-package batcher
+package sharing
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/costwise/batcher/lease"
 )
 
-// loopState is the partition table and schedule of a SharedResource. It is
+// loopState is the partition table and schedule of a Resource. It is
 // owned by the loop goroutine: only run and the methods it calls touch it.
 type loopState struct {
 	table     leaseTable
@@ -32,7 +34,7 @@ type loopState struct {
 // run is the loop goroutine: it makes a pass over the lease table, sleeps
 // until the pass says, or until GiveMe or SetSharedCapacity wake it, and on
 // cancellation gives everything back. It closes done when it returns.
-func (r *SharedResource) run(ctx context.Context, done chan struct{}) {
+func (r *Resource) run(ctx context.Context, done chan struct{}) {
 	defer close(done)
 	st := &loopState{table: leaseTable{}, uncertain: map[int]bool{}}
 	timer := r.clock.NewTimer(time.Hour)
@@ -64,7 +66,7 @@ func (r *SharedResource) run(ctx context.Context, done chan struct{}) {
 // demand, renewing, listing, releasing and acquiring. It returns when the
 // next pass is due, or false when the instance is idle and only a wake can
 // give it work.
-func (r *SharedResource) pass(ctx context.Context, st *loopState) (time.Time, bool) {
+func (r *Resource) pass(ctx context.Context, st *loopState) (time.Time, bool) {
 	st.failed = false
 	count := r.partitionCount()
 	if r.reprovision.Swap(false) {
@@ -94,7 +96,7 @@ func (r *SharedResource) pass(ctx context.Context, st *loopState) (time.Time, bo
 // noteWanted damps the partitions wanted (see damp) and records them; a
 // rise the table does not cover brings the next snapshot forward, at most
 // every maxInterval/4. It returns the damped number.
-func (r *SharedResource) noteWanted(st *loopState, raw int, now time.Time) int {
+func (r *Resource) noteWanted(st *loopState, raw int, now time.Time) int {
 	wanted := r.damp(st, raw, now)
 	if wanted > st.wanted && wanted > len(st.table) {
 		soonest := st.lastList.Add(r.maxInterval / 4)
@@ -117,7 +119,7 @@ func (r *SharedResource) noteWanted(st *loopState, raw int, now time.Time) int {
 // would release and win a partition, and publish its demand, several times
 // a second. A fall to zero acts at once, so an instance that no longer
 // needs anything hands its partitions over without delay.
-func (r *SharedResource) damp(st *loopState, raw int, now time.Time) int {
+func (r *Resource) damp(st *loopState, raw int, now time.Time) int {
 	st.holdUntil = time.Time{}
 	if raw == 0 || raw >= st.peak || !now.Before(st.peakUntil) {
 		st.peak, st.peakUntil = raw, now.Add(2*r.maxInterval)
@@ -129,7 +131,7 @@ func (r *SharedResource) damp(st *loopState, raw int, now time.Time) int {
 
 // finishPass publishes the table and the capacity, and computes when the
 // next pass is due.
-func (r *SharedResource) finishPass(st *loopState, wanted int, now time.Time) (time.Time, bool) {
+func (r *Resource) finishPass(st *loopState, wanted int, now time.Time) (time.Time, bool) {
 	r.publishView(st)
 	r.emitCapacity(r.capacityAt(now), false)
 	r.stats.share.Store(int64(st.share))
@@ -166,7 +168,7 @@ func (r *SharedResource) finishPass(st *loopState, wanted int, now time.Time) (t
 // backoff returns the wait after failures consecutive failed passes:
 // doubling from maxInterval, at most a quarter of the lease so renewals get
 // several tries, with jitter so instances do not retry in step.
-func (r *SharedResource) backoff(failures int) time.Duration {
+func (r *Resource) backoff(failures int) time.Duration {
 	if failures == 0 {
 		return 0
 	}
@@ -179,34 +181,34 @@ func (r *SharedResource) backoff(failures int) time.Duration {
 }
 
 // jitter returns a random duration in [lo, hi) times maxInterval.
-func (r *SharedResource) jitter(lo, hi float64) time.Duration {
+func (r *Resource) jitter(lo, hi float64) time.Duration {
 	return time.Duration((lo + r.random()*(hi-lo)) * float64(r.maxInterval))
 }
 
 // publishView makes the table's validity deadlines visible to Capacity.
-func (r *SharedResource) publishView(st *loopState) {
+func (r *Resource) publishView(st *loopState) {
 	v := st.table.view()
 	r.valid.Store(&v)
 }
 
 // fail records a storage error: an error event, unless the loop is ending,
 // and back-off for the next pass.
-func (r *SharedResource) fail(ctx context.Context, st *loopState, what string, err error) {
+func (r *Resource) fail(ctx context.Context, st *loopState, what string, err error) {
 	st.failed = true
 	if ctx.Err() != nil {
 		return
 	}
-	var missing PartitionMissingError
+	var missing lease.PartitionMissingError
 	if errors.As(err, &missing) {
 		st.provision = true
 	}
 	r.stats.errs.Add(1)
-	r.listeners.emit(ErrorEvent, 0, fmt.Sprintf("batcher: %s: %v", what, err), err)
+	r.listeners.Emit(ErrorEvent, 0, fmt.Sprintf("batcher: %s: %v", what, err), err)
 }
 
 // provisionAgain provisions count partitions, when the store lost them or
 // the shared capacity grew.
-func (r *SharedResource) provisionAgain(ctx context.Context, st *loopState, count int) {
+func (r *Resource) provisionAgain(ctx context.Context, st *loopState, count int) {
 	cctx, cancel := context.WithTimeout(ctx, r.callTimeout())
 	defer cancel()
 	if err := r.provisionStore(cctx, count); err != nil {
@@ -221,7 +223,7 @@ func (r *SharedResource) provisionAgain(ctx context.Context, st *loopState, coun
 // the pass lists: others read demands only when they list, so a rise needs
 // to be out just before this instance's own listing, and rises between
 // listings cost one call, not one each.
-func (r *SharedResource) publishDemand(ctx context.Context, st *loopState, w uint32, now time.Time, listing bool) {
+func (r *Resource) publishDemand(ctx context.Context, st *loopState, w uint32, now time.Time, listing bool) {
 	changed := w != st.published && (listing || w < st.published)
 	due := st.published > 0 && !now.Before(st.heartbeat)
 	if !changed && !due {
@@ -240,6 +242,6 @@ func (r *SharedResource) publishDemand(ctx context.Context, st *loopState, w uin
 
 // callTimeout bounds one storage call, so that a hung call cannot hold the
 // loop past the renewals it owes.
-func (r *SharedResource) callTimeout() time.Duration {
+func (r *Resource) callTimeout() time.Duration {
 	return max(min(r.leaseDuration/3, 5*time.Second), 100*time.Millisecond)
 }

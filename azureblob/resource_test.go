@@ -1,4 +1,4 @@
-package batcher_test
+package azureblob_test
 
 import (
 	"context"
@@ -14,7 +14,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/costwise/batcher"
+	"github.com/costwise/batcher/azureblob"
+	"github.com/costwise/batcher/internal/events"
+	"github.com/costwise/batcher/lease"
+	"github.com/costwise/batcher/sharing"
+
 	"github.com/costwise/batcher/batchertest"
 	"github.com/google/uuid"
 	"go.uber.org/goleak"
@@ -23,9 +27,9 @@ import (
 // newAzureResource returns a resource sharing shared over container in the
 // Azurite at serviceURL, with a recorder of its events; it is stopped when
 // the test ends.
-func newAzureResource(t *testing.T, serviceURL, container string, shared uint32) (*batcher.AzureSharedResource, *batchertest.Recorder) {
+func newAzureResource(t *testing.T, serviceURL, container string, shared uint32) (*azureblob.SharedResource, *batchertest.Recorder) {
 	t.Helper()
-	r := batcher.NewAzureSharedResource(azuriteAccount, container, shared).
+	r := azureblob.NewSharedResource(azuriteAccount, container, shared).
 		WithServiceURL(serviceURL).
 		WithMasterKey(azuriteKey)
 	rec := batchertest.NewRecorder()
@@ -51,7 +55,7 @@ func logEvents(t *testing.T, rec *batchertest.Recorder) {
 }
 
 // startResource provisions and starts r and asks for want capacity.
-func startResource(t *testing.T, r *batcher.AzureSharedResource, want uint32) {
+func startResource(t *testing.T, r *azureblob.SharedResource, want uint32) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -100,14 +104,14 @@ func TestAzureSharedProvisionEvents(t *testing.T) {
 	if err := first.Provision(context.Background()); err != nil {
 		t.Fatalf("first Provision: %v", err)
 	}
-	created := rec1.Named(batcher.CreatedContainerEvent)
+	created := rec1.Named(lease.CreatedContainerEvent)
 	if len(created) != 1 || created[0].Msg != serviceURL+"/"+container {
 		t.Fatalf("first Provision raised created-container %v, want one with msg %s/%s", created, serviceURL, container)
 	}
-	if got := fmt.Sprint(vals(rec1, batcher.CreatedBlobEvent)); got != "[0 1 2 3]" {
+	if got := fmt.Sprint(vals(rec1, lease.CreatedBlobEvent)); got != "[0 1 2 3]" {
 		t.Fatalf("first Provision created blobs %s, want [0 1 2 3]", got)
 	}
-	if n := rec1.Count(batcher.VerifiedBlobEvent) + rec1.Count(batcher.VerifiedContainerEvent); n != 0 {
+	if n := rec1.Count(lease.VerifiedBlobEvent) + rec1.Count(lease.VerifiedContainerEvent); n != 0 {
 		t.Fatalf("first Provision raised %d verified events, want none", n)
 	}
 
@@ -116,14 +120,14 @@ func TestAzureSharedProvisionEvents(t *testing.T) {
 	if err := second.Provision(context.Background()); err != nil {
 		t.Fatalf("second Provision: %v", err)
 	}
-	verified := rec2.Named(batcher.VerifiedContainerEvent)
+	verified := rec2.Named(lease.VerifiedContainerEvent)
 	if len(verified) != 1 || verified[0].Msg != serviceURL+"/"+container {
 		t.Fatalf("second Provision raised verified-container %v, want one with the container URL", verified)
 	}
-	if got := fmt.Sprint(vals(rec2, batcher.VerifiedBlobEvent)); got != "[0 1 2 3]" {
+	if got := fmt.Sprint(vals(rec2, lease.VerifiedBlobEvent)); got != "[0 1 2 3]" {
 		t.Fatalf("second Provision verified blobs %s, want [0 1 2 3]", got)
 	}
-	if n := rec2.Count(batcher.CreatedBlobEvent) + rec2.Count(batcher.CreatedContainerEvent); n != 0 {
+	if n := rec2.Count(lease.CreatedBlobEvent) + rec2.Count(lease.CreatedContainerEvent); n != 0 {
 		t.Fatalf("second Provision raised %d created events, want none", n)
 	}
 }
@@ -139,7 +143,7 @@ func TestAzureSharedConcurrentProvision(t *testing.T) {
 	errs := make([]error, instances)
 	var wg sync.WaitGroup
 	for i := range instances {
-		var r *batcher.AzureSharedResource
+		var r *azureblob.SharedResource
 		r, recs[i] = newAzureResource(t, serviceURL, container, partitions)
 		wg.Add(1)
 		go func() {
@@ -154,11 +158,11 @@ func TestAzureSharedConcurrentProvision(t *testing.T) {
 		if errs[i] != nil {
 			t.Fatalf("instance %d: Provision: %v", i, errs[i])
 		}
-		containers += rec.Count(batcher.CreatedContainerEvent)
-		for _, v := range vals(rec, batcher.CreatedBlobEvent) {
+		containers += rec.Count(lease.CreatedContainerEvent)
+		for _, v := range vals(rec, lease.CreatedBlobEvent) {
 			created[v]++
 		}
-		for _, v := range vals(rec, batcher.VerifiedBlobEvent) {
+		for _, v := range vals(rec, lease.VerifiedBlobEvent) {
 			verified[v]++
 		}
 	}
@@ -192,16 +196,16 @@ func TestAzureSharedExclusive(t *testing.T) {
 	})
 	t.Logf("two instances settled on 2/2 in %v", took)
 
-	m := a.LeaseManager()
+	m := azuriteManagerFor(t, serviceURL, container)
 	snap, err := m.Snapshot(context.Background(), 4)
 	if err != nil {
 		t.Fatalf("Snapshot: %v", err)
 	}
 	for p, s := range snap.Partitions {
-		if s != batcher.PartitionLeased {
+		if s != lease.PartitionLeased {
 			t.Fatalf("partition %d is in state %d with both instances settled, want leased", p, s)
 		}
-		var conflict batcher.LeaseConflictError
+		var conflict lease.ConflictError
 		if err := m.Acquire(context.Background(), p, uuid.NewString(), 15*time.Second); !errors.As(err, &conflict) {
 			t.Fatalf("a third owner acquiring partition %d: %v, want LeaseConflictError", p, err)
 		}
@@ -229,15 +233,15 @@ func TestAzureSharedReleaseOnStop(t *testing.T) {
 	if got := a.Capacity(); got != 2 {
 		t.Fatalf("Capacity after Stop = %d, want the reserved 2", got)
 	}
-	if got := fmt.Sprint(vals(recA, batcher.ReleasedEvent)); got != "[0 1 2 3 4 5 6 7]" {
+	if got := fmt.Sprint(vals(recA, events.ReleasedEvent)); got != "[0 1 2 3 4 5 6 7]" {
 		t.Fatalf("released events after Stop: %s, want every partition", got)
 	}
-	snap, err := a.LeaseManager().Snapshot(context.Background(), 8)
+	snap, err := azuriteManagerFor(t, serviceURL, container).Snapshot(context.Background(), 8)
 	if err != nil {
 		t.Fatalf("Snapshot after Stop: %v", err)
 	}
 	for p, s := range snap.Partitions {
-		if s != batcher.PartitionFree {
+		if s != lease.PartitionFree {
 			t.Fatalf("partition %d in state %d right after Stop, want free", p, s)
 		}
 	}
@@ -276,12 +280,12 @@ func TestAzureSharedConnectionString(t *testing.T) {
 	serviceURL, container := azuriteURL(t), uniqueContainer()
 	cs := "DefaultEndpointsProtocol=http;AccountName=" + azuriteAccount + ";AccountKey=" + azuriteKey +
 		";BlobEndpoint=" + serviceURL + ";"
-	r := batcher.NewAzureSharedResource("", container, 2).WithConnectionString(cs)
+	r := azureblob.NewSharedResource("", container, 2).WithConnectionString(cs)
 	rec := batchertest.NewRecorder()
 	r.AddListener(rec.Listener())
 	t.Cleanup(r.Stop)
 	startResource(t, r, 2)
-	if got := rec.Named(batcher.CreatedContainerEvent); len(got) != 1 || got[0].Msg != serviceURL+"/"+container {
+	if got := rec.Named(lease.CreatedContainerEvent); len(got) != 1 || got[0].Msg != serviceURL+"/"+container {
 		t.Fatalf("created-container events %v, want one for %s/%s", got, serviceURL, container)
 	}
 	eventually(t, 20*time.Second, "capacity 2 through a connection string", func() bool {
@@ -292,17 +296,17 @@ func TestAzureSharedConnectionString(t *testing.T) {
 // TestAzureSharedConfigErrors checks the errors Provision returns before
 // touching the store: no credential, and lease durations Azure refuses.
 func TestAzureSharedConfigErrors(t *testing.T) {
-	r := batcher.NewAzureSharedResource("myaccount", "container", 10)
-	var ce batcher.AzureCredentialError
+	r := azureblob.NewSharedResource("myaccount", "container", 10)
+	var ce azureblob.CredentialError
 	if err := r.Provision(context.Background()); !errors.As(err, &ce) || ce.Account != "myaccount" {
 		t.Fatalf("Provision without a credential: %v, want AzureCredentialError for myaccount", err)
 	}
-	if err := r.Start(context.Background()); !errors.As(err, new(batcher.RateLimiterImproperOrderError)) {
+	if err := r.Start(context.Background()); !errors.As(err, new(sharing.RateLimiterImproperOrderError)) {
 		t.Fatalf("Start after a failed Provision: %v, want RateLimiterImproperOrderError", err)
 	}
 	for _, d := range []time.Duration{time.Second, 14 * time.Second, 61 * time.Second} {
-		r := batcher.NewAzureSharedResource("myaccount", "container", 10).WithMasterKey(azuriteKey).WithLeaseDuration(d)
-		var lde batcher.LeaseDurationError
+		r := azureblob.NewSharedResource("myaccount", "container", 10).WithMasterKey(azuriteKey).WithLeaseDuration(d)
+		var lde lease.DurationError
 		if err := r.Provision(context.Background()); !errors.As(err, &lde) || lde.Duration != d {
 			t.Errorf("Provision with lease duration %v: %v, want LeaseDurationError", d, err)
 		}
@@ -404,18 +408,18 @@ func TestAzureSharedRecoversFromEmptyStore(t *testing.T) {
 	took := eventually(t, 60*time.Second, "re-provisioning and capacity 3 after the restart", func() bool {
 		// The container may come back through a demand record, so the
 		// partitions created anew are what shows the re-provisioning.
-		return rec.Count(batcher.CreatedBlobEvent) == 6 && rec.Count(batcher.AllocatedEvent) == 6 &&
+		return rec.Count(lease.CreatedBlobEvent) == 6 && rec.Count(events.AllocatedEvent) == 6 &&
 			r.Capacity() == 3
 	})
-	snap, err := r.LeaseManager().Snapshot(context.Background(), 3)
+	snap, err := azuriteManagerFor(t, azurite.url(), container).Snapshot(context.Background(), 3)
 	if err != nil {
 		t.Fatalf("Snapshot after recovery: %v", err)
 	}
 	for p, s := range snap.Partitions {
-		if s != batcher.PartitionLeased {
+		if s != lease.PartitionLeased {
 			t.Fatalf("partition %d in the restarted store is in state %d, want leased", p, s)
 		}
 	}
 	t.Logf("capacity back to 3 in %v after Azurite restarted empty (%d error events)",
-		took, rec.Count(batcher.ErrorEvent))
+		took, rec.Count(events.ErrorEvent))
 }
