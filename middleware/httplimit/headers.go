@@ -168,17 +168,22 @@ func WriteHeaders(h http.Header, f HeaderFormat, now time.Time, statuses ...Stat
 func writeStatus(h http.Header, f HeaderFormat, now time.Time, s *Status, policy string) {
 	switch f {
 	case HeaderDraft:
-		h[fieldPolicy] = []string{policy}
-		h[fieldRateLimit] = []string{RateLimitField(s.Policy, s.Remaining, s.resetAfter())}
+		v := make([]string, 2) // one allocation backs both fields' values
+		v[0], v[1] = policy, RateLimitField(s.Policy, s.Remaining, s.resetAfter())
+		h[fieldPolicy], h[fieldRateLimit] = v[0:1:1], v[1:2:2]
 	case HeaderTrio:
-		h[fieldLimit] = []string{strconv.FormatInt(clampInt(s.Limit), 10)}
-		h[fieldRemaining] = []string{strconv.FormatInt(clampInt(s.Remaining), 10)}
-		h[fieldReset] = []string{strconv.FormatInt(Seconds(s.resetAfter()), 10)}
+		v := make([]string, 3)
+		v[0] = strconv.FormatInt(clampInt(s.Limit), 10)
+		v[1] = strconv.FormatInt(clampInt(s.Remaining), 10)
+		v[2] = strconv.FormatInt(Seconds(s.resetAfter()), 10)
+		h[fieldLimit], h[fieldRemaining], h[fieldReset] = v[0:1:1], v[1:2:2], v[2:3:3]
 	case HeaderX:
 		reset := now.Add(s.resetAfter())
-		h[fieldXLimit] = []string{strconv.FormatInt(clampInt(s.Limit), 10)}
-		h[fieldXRemaining] = []string{strconv.FormatInt(clampInt(s.Remaining), 10)}
-		h[fieldXReset] = []string{strconv.FormatInt(reset.Unix()+boolInt(reset.Nanosecond() != 0), 10)}
+		v := make([]string, 3)
+		v[0] = strconv.FormatInt(clampInt(s.Limit), 10)
+		v[1] = strconv.FormatInt(clampInt(s.Remaining), 10)
+		v[2] = strconv.FormatInt(reset.Unix()+boolInt(reset.Nanosecond() != 0), 10)
+		h[fieldXLimit], h[fieldXRemaining], h[fieldXReset] = v[0:1:1], v[1:2:2], v[2:3:3]
 	}
 }
 
@@ -229,8 +234,8 @@ func PolicyField(policy string, quota int64, window time.Duration) string {
 // field: the policy name as a structured-field string, r the remaining
 // quota and t the seconds, rounded up, until it is restored.
 func RateLimitField(policy string, remaining int64, reset time.Duration) string {
-	b := make([]byte, 0, len(policy)+32)
-	b = appendSFString(b, policy)
+	var buf [64]byte // on the stack: the only allocation is the string
+	b := appendSFString(buf[:0], policy)
 	b = append(b, ";r="...)
 	b = strconv.AppendInt(b, clampInt(remaining), 10)
 	b = append(b, ";t="...)

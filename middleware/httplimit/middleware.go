@@ -317,7 +317,11 @@ func (m *Middleware) writeHeaders(h http.Header, o *engine.Outcome) {
 			best, bestPolicy = s, o.Policies[i]
 		}
 	}
-	writeStatus(h, m.opts.Headers, m.opts.Now(), &best, m.policyHV[bestPolicy])
+	var now time.Time
+	if m.opts.Headers == HeaderX { // the only format that needs the time
+		now = m.opts.Now()
+	}
+	writeStatus(h, m.opts.Headers, now, &best, m.policyHV[bestPolicy])
 }
 
 // status returns the Status of the i-th applied policy of o.

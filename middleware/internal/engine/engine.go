@@ -68,6 +68,8 @@ type Outcome struct {
 	Shadow bool
 	// Err is the store's error, when it failed.
 	Err error
+
+	keys [MaxPolicies]string // the applied policies' keys
 }
 
 // Config builds an Engine.
@@ -109,7 +111,7 @@ func New(c Config) (*Engine, error) {
 // and fills o. A request no policy applies to is allowed without a store
 // call.
 func (e *Engine) Decide(ctx context.Context, keys []string, cost int64, o *Outcome) {
-	var ks [MaxPolicies]string
+	ks := &o.keys // in the pooled outcome: a local array would escape through Backend
 	n := 0
 	for i, k := range keys {
 		if k != "" {
@@ -122,8 +124,10 @@ func (e *Engine) Decide(ctx context.Context, keys []string, cost int64, o *Outco
 		o.Action = Allow
 		return
 	}
-	start := e.c.Now()
-	defer func() { e.c.Metrics.observe(e.c.Now().Sub(start)) }()
+	if e.c.Metrics != nil {
+		start := e.c.Now()
+		defer func() { e.c.Metrics.observe(e.c.Now().Sub(start)) }()
+	}
 	err := e.decide(ctx, e.c.Backend, o.Policies[:n], ks[:n], cost, o.Results[:n])
 	if err == nil {
 		e.settle(o)

@@ -44,6 +44,13 @@ var scratches = sync.Pool{New: func() any { return new(scratch) }}
 
 // Decide implements Backend.
 func (b *LimitBackend) Decide(ctx context.Context, ps []int, ks []string, cost int64, out []Result) error {
+	if len(ps) == 1 { // one limit: AllowN, which allocates nothing for a known key
+		d, err := b.store.AllowN(ctx, ks[0], b.policies[ps[0]], cost)
+		if err != nil && !errors.Is(err, limit.ErrTooManyKeys) {
+			return err
+		}
+		return b.result(&d, errors.Is(err, limit.ErrTooManyKeys), out)
+	}
 	s := scratches.Get().(*scratch)
 	defer scratches.Put(s)
 	for i, p := range ps {
@@ -57,34 +64,39 @@ func (b *LimitBackend) Decide(ctx context.Context, ps []int, ks []string, cost i
 	if len(ds) != len(ps) {
 		return errShortAnswer
 	}
-	var failed error
-	mode := FailOpen
-	for i := range ds {
-		d := &ds[i]
-		out[i] = Result{
-			Allowed: d.Allowed || d.Reason == limit.ReasonOtherLimit, Limit: d.Limit, Remaining: d.Remaining,
-			RetryAfter: d.RetryAfter, Reset: d.ResetAfter,
-		}
-		if tooMany && !d.Allowed && d.RetryAfter == 0 {
-			out[i].RetryAfter = time.Second // the store is full: try again soon, not never
-		}
-		if d.Err != nil {
-			failed = d.Err
-			switch d.Reason {
-			case limit.ReasonFailClosed:
-				mode = FailClosed
-			case limit.ReasonFallback:
-				mode = FailFallback
-			}
-		}
-	}
 	for i := range ps {
 		s.reqs[i] = limit.Request{} // drop the keys: the pool must not pin them
 	}
-	if failed != nil {
-		return &Decided{Err: failed, Mode: mode}
+	var failed error
+	for i := range ds {
+		if err := b.result(&ds[i], tooMany, out[i:i+1]); err != nil {
+			failed = err
+		}
 	}
-	return nil
+	return failed
+}
+
+// result converts d into out[0]; it returns a *Decided when a failure
+// policy made d.
+func (b *LimitBackend) result(d *limit.Decision, tooMany bool, out []Result) error {
+	out[0] = Result{
+		Allowed: d.Allowed || d.Reason == limit.ReasonOtherLimit, Limit: d.Limit, Remaining: d.Remaining,
+		RetryAfter: d.RetryAfter, Reset: d.ResetAfter,
+	}
+	if tooMany && !d.Allowed && d.RetryAfter == 0 {
+		out[0].RetryAfter = time.Second // the store is full: try again soon, not never
+	}
+	if d.Err == nil {
+		return nil
+	}
+	mode := FailOpen
+	switch d.Reason {
+	case limit.ReasonFailClosed:
+		mode = FailClosed
+	case limit.ReasonFallback:
+		mode = FailFallback
+	}
+	return &Decided{Err: d.Err, Mode: mode}
 }
 
 var errShortAnswer = errors.New("limit store answered a different number of decisions")
