@@ -132,7 +132,8 @@ func (f *FailureStore) call(ctx context.Context, op string, run func(context.Con
 		err = &StoreError{Op: op, Err: err}
 	}
 	f.failures.Add(1)
-	f.lastErr.Store(&err)
+	stored := err // not &err: the return statement sets the named err to nil
+	f.lastErr.Store(&stored)
 	f.downUntil.Store(f.o.Clock.Now().Add(f.o.Probe).UnixNano())
 	if f.o.OnFailure != nil {
 		f.o.OnFailure(err)

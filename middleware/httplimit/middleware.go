@@ -140,6 +140,7 @@ type Middleware struct {
 	eng      *engine.Engine
 	keys     []KeyFunc
 	policyHV []string // the RateLimit-Policy item of each policy
+	quotas   []int64  // the quota of each policy
 	statuses []Status // per policy: name and window, the constant part
 	allowIPs []netip.Prefix
 	allowKey map[string]struct{}
@@ -210,6 +211,7 @@ func (m *Middleware) setPolicies() error {
 		quota, window := p.quota()
 		m.keys = append(m.keys, key)
 		m.policyHV = append(m.policyHV, PolicyField(p.Name, quota, window))
+		m.quotas = append(m.quotas, quota)
 		m.statuses = append(m.statuses, Status{Policy: p.Name, Window: window})
 	}
 	return nil
@@ -321,7 +323,11 @@ func (m *Middleware) writeHeaders(h http.Header, o *engine.Outcome) {
 	if m.opts.Headers == HeaderX { // the only format that needs the time
 		now = m.opts.Now()
 	}
-	writeStatus(h, m.opts.Headers, now, &best, m.policyHV[bestPolicy])
+	policy := m.policyHV[bestPolicy]
+	if best.Limit != m.quotas[bestPolicy] { // a fallback's share, say: say what is enforced
+		policy = PolicyField(best.Policy, best.Limit, best.Window)
+	}
+	writeStatus(h, m.opts.Headers, now, &best, policy)
 }
 
 // status returns the Status of the i-th applied policy of o.

@@ -58,9 +58,12 @@ func Start(t testing.TB) *Server {
 func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
 
 // Client returns a client of the server that does not retry, so that a
-// stopped server shows as an error at once; it is closed at cleanup.
+// stopped server shows as an error at once, and that honours context
+// deadlines (ContextTimeoutEnabled), so a store timeout bounds a call to a
+// server that does not answer; it is closed at cleanup.
 func (s *Server) Client(t testing.TB) *redis.Client {
-	c := redis.NewClient(&redis.Options{Addr: s.Addr(), DialTimeout: 200 * time.Millisecond, MaxRetries: -1})
+	c := redis.NewClient(&redis.Options{Addr: s.Addr(), DialTimeout: 200 * time.Millisecond, MaxRetries: -1,
+		ContextTimeoutEnabled: true})
 	t.Cleanup(func() { c.Close() })
 	return c
 }
