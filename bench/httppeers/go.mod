@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	github.com/costwise/batcher v0.0.0
 	github.com/didip/tollbooth/v7 v7.0.2
+	github.com/go-chi/chi/v5 v5.5.0
 	github.com/go-chi/httprate v0.16.1
 	github.com/sethvargo/go-limiter v0.7.1
 )
