@@ -30,6 +30,7 @@ type SharedResource struct {
 	mgr           *LeaseManager
 	shared        *sharing.Resource
 	leaseDuration time.Duration
+	provisioned   bool // With methods change nothing once set
 }
 
 // NewSharedResource returns a shared resource for sharedCapacity kept
@@ -107,6 +108,9 @@ func (r *SharedResource) WithMaxInterval(ms uint32) *SharedResource {
 // other value. Longer leases mean fewer renewals but a longer wait for
 // partitions held by an instance that died without stopping.
 func (r *SharedResource) WithLeaseDuration(d time.Duration) *SharedResource {
+	if r.provisioned {
+		return r
+	}
 	r.leaseDuration = d
 	r.shared.WithLeaseDuration(d)
 	return r
@@ -144,7 +148,11 @@ func (r *SharedResource) Provision(ctx context.Context) error {
 	if _, err := r.mgr.containerClient(); err != nil {
 		return err
 	}
-	return r.shared.Provision(ctx)
+	if err := r.shared.Provision(ctx); err != nil {
+		return err
+	}
+	r.provisioned = true
+	return nil
 }
 
 // Start starts the loop that acquires and renews partition leases; it must

@@ -1,6 +1,8 @@
 package sharing_test
 
 import (
+	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -46,4 +48,36 @@ func TestMemoryLeaseConformanceRealClock(t *testing.T) {
 		DemandTTL:           100 * time.Millisecond,
 		Slack:               50 * time.Millisecond,
 	})
+}
+
+// TestProvisionValidatesSettings checks that a value a With method cannot
+// use is reported by Provision as InvalidSettingError, and that With calls
+// after Provision change nothing.
+func TestProvisionValidatesSettings(t *testing.T) {
+	ctx := context.Background()
+	for name, configure := range map[string]func(r *sharing.Resource){
+		"Factor":        func(r *sharing.Resource) { r.WithFactor(0) },
+		"MaxInterval":   func(r *sharing.Resource) { r.WithMaxInterval(0) },
+		"LeaseDuration": func(r *sharing.Resource) { r.WithLeaseDuration(-time.Second) },
+		"Owner":         func(r *sharing.Resource) { r.WithOwner("") },
+	} {
+		r := sharing.New(sharing.NewMemoryLeaseManager(), 10)
+		configure(r)
+		var invalid sharing.InvalidSettingError
+		if err := r.Provision(ctx); !errors.As(err, &invalid) || invalid.Setting != name {
+			t.Errorf("%s: Provision returned %v, want InvalidSettingError for %s", name, err, name)
+		}
+	}
+
+	r := sharing.New(sharing.NewMemoryLeaseManager(), 10).WithOwner("a")
+	if err := r.Provision(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r.WithFactor(5).WithReservedCapacity(3).WithOwner("b").WithMaxInterval(0)
+	if err := r.Provision(ctx); err != nil {
+		t.Fatalf("Provision again after late With calls: %v", err)
+	}
+	if r.MaxCapacity() != 10 || r.Owner() != "a" {
+		t.Fatalf("With after Provision changed settings: max capacity %d, owner %q", r.MaxCapacity(), r.Owner())
+	}
 }

@@ -58,6 +58,7 @@ type Resource struct {
 
 	mu       sync.Mutex // guards phase, cancel and done
 	phase    int
+	invalid  error // the first invalid With value, returned by Provision
 	cancel   context.CancelFunc
 	done     chan struct{}
 	wake     chan struct{} // buffered 1; a pending send means "look again"
@@ -83,46 +84,82 @@ func New(mgr lease.Manager, sharedCapacity uint32) *Resource {
 	return r
 }
 
-// WithFactor sets how much capacity one partition is worth (default 1); the
-// number of partitions is ceil(shared/factor). Zero is ignored.
-func (r *Resource) WithFactor(factor uint32) *Resource {
-	if factor > 0 {
-		r.factor = factor
+// configurable reports whether the With methods may still change settings:
+// only until Provision succeeds.
+func (r *Resource) configurable() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.phase == phaseNew
+}
+
+// invalidSetting records the first value a With method could not use;
+// Provision returns it.
+func (r *Resource) invalidSetting(setting, value string) *Resource {
+	if r.invalid == nil {
+		r.invalid = InvalidSettingError{Setting: setting, Value: value}
 	}
 	return r
 }
 
+// WithFactor sets how much capacity one partition is worth (default 1); the
+// number of partitions is ceil(shared/factor). Zero is kept out: Provision
+// returns InvalidSettingError. Like every With method, it must be called
+// before Provision; afterwards it changes nothing.
+func (r *Resource) WithFactor(factor uint32) *Resource {
+	if !r.configurable() {
+		return r
+	}
+	if factor == 0 {
+		return r.invalidSetting("Factor", "0")
+	}
+	r.factor = factor
+	return r
+}
+
 // WithReservedCapacity sets capacity this instance always has, in addition
-// to the partitions it holds (default 0).
+// to the partitions it holds (default 0). After Provision it changes
+// nothing; SetReservedCapacity changes it at run time.
 func (r *Resource) WithReservedCapacity(capacity uint32) *Resource {
-	r.reserved.Store(capacity)
+	if r.configurable() {
+		r.reserved.Store(capacity)
+	}
 	return r
 }
 
 // WithMaxInterval sets, in milliseconds, the longest wait between two
 // looks at the store while this instance needs more partitions (default
-// 500); settled instances look about twice as rarely. Zero is ignored.
+// 500); settled instances look about twice as rarely. Zero makes Provision
+// return InvalidSettingError.
 func (r *Resource) WithMaxInterval(ms uint32) *Resource {
-	if ms > 0 {
-		r.maxInterval = time.Duration(ms) * time.Millisecond
+	if !r.configurable() {
+		return r
 	}
+	if ms == 0 {
+		return r.invalidSetting("MaxInterval", "0")
+	}
+	r.maxInterval = time.Duration(ms) * time.Millisecond
 	return r
 }
 
 // WithLeaseDuration sets the length of the leases asked for (default 15 s).
-// The store must accept it: Azure allows 15 to 60 s. Zero or less is
-// ignored.
+// The store must accept it: Azure allows 15 to 60 s. Zero or less makes
+// Provision return InvalidSettingError.
 func (r *Resource) WithLeaseDuration(d time.Duration) *Resource {
-	if d > 0 {
-		r.leaseDuration = d
+	if !r.configurable() {
+		return r
 	}
+	if d <= 0 {
+		return r.invalidSetting("LeaseDuration", d.String())
+	}
+	r.leaseDuration = d
 	return r
 }
 
 // WithClock sets the clock for lease timing and the loop's timers (default
-// the system clock); tests pass a fake one. Nil is ignored.
+// the system clock); tests pass a fake one. Nil is ignored, as by the
+// Batcher.
 func (r *Resource) WithClock(c clock.Clock) *Resource {
-	if c != nil {
+	if r.configurable() && c != nil {
 		r.clock = c
 	}
 	return r
@@ -133,7 +170,7 @@ func (r *Resource) WithClock(c clock.Clock) *Resource {
 // loop goroutine calls it, so it need not be safe for concurrent use. Nil is
 // ignored.
 func (r *Resource) WithRand(random func() float64) *Resource {
-	if random != nil {
+	if r.configurable() && random != nil {
 		r.random = random
 	}
 	return r
@@ -142,10 +179,15 @@ func (r *Resource) WithRand(random func() float64) *Resource {
 // WithOwner sets the id this instance uses as lease owner and demand key
 // (default a random UUID). It must be unique among the instances sharing
 // the store, and the store may restrict its form (Azure requires a UUID).
+// An empty owner makes Provision return InvalidSettingError.
 func (r *Resource) WithOwner(owner string) *Resource {
-	if owner != "" {
-		r.owner = owner
+	if !r.configurable() {
+		return r
 	}
+	if owner == "" {
+		return r.invalidSetting("Owner", `""`)
+	}
+	r.owner = owner
 	return r
 }
 
@@ -268,15 +310,21 @@ func (r *Resource) checkCapacity(capacity uint32) error {
 	return nil
 }
 
-// Provision creates the partitions in the store, raising the provisioning
-// events the lease.Manager reports. It may be called more than once before
-// Start, never after.
+// Provision checks the settings, then creates the partitions in the store,
+// raising the provisioning events the lease.Manager reports. It returns
+// InvalidSettingError for a value a With method could not use, and
+// UndefinedSharedCapacityError or PartitionsOutOfRangeError for the shared
+// capacity. It may be called more than once before Start, never after; once
+// it has been called the With methods change nothing.
 func (r *Resource) Provision(ctx context.Context) error {
 	r.mu.Lock()
 	phase := r.phase
 	r.mu.Unlock()
 	if phase > phaseProvisioned {
 		return RateLimiterImproperOrderError{}
+	}
+	if r.invalid != nil {
+		return r.invalid
 	}
 	if r.mgr == nil {
 		return UndefinedLeaseManagerError{}

@@ -118,6 +118,12 @@ func (l *Registry) Remove(id uuid.UUID) {
 	l.list.Store(&next)
 }
 
+// Empty reports whether no listener is registered.
+func (l *Registry) Empty() bool {
+	cur := l.list.Load()
+	return cur == nil || len(*cur) == 0
+}
+
 // Emit calls every listener registered at the time of the call, in the order
 // they were added. It must not be called with any lock held.
 func (l *Registry) Emit(event string, val int, msg string, metadata interface{}) {
