@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/costwise/batcher/azureblob"
-	"github.com/costwise/batcher/internal/events"
 	"github.com/costwise/batcher/lease"
 	"github.com/costwise/batcher/sharing"
 
@@ -233,7 +232,7 @@ func TestAzureSharedReleaseOnStop(t *testing.T) {
 	if got := a.Capacity(); got != 2 {
 		t.Fatalf("Capacity after Stop = %d, want the reserved 2", got)
 	}
-	if got := fmt.Sprint(vals(recA, events.ReleasedEvent)); got != "[0 1 2 3 4 5 6 7]" {
+	if got := fmt.Sprint(vals(recA, sharing.ReleasedEvent)); got != "[0 1 2 3 4 5 6 7]" {
 		t.Fatalf("released events after Stop: %s, want every partition", got)
 	}
 	snap, err := azuriteManagerFor(t, serviceURL, container).Snapshot(context.Background(), 8)
@@ -408,7 +407,7 @@ func TestAzureSharedRecoversFromEmptyStore(t *testing.T) {
 	took := eventually(t, 60*time.Second, "re-provisioning and capacity 3 after the restart", func() bool {
 		// The container may come back through a demand record, so the
 		// partitions created anew are what shows the re-provisioning.
-		return rec.Count(lease.CreatedBlobEvent) == 6 && rec.Count(events.AllocatedEvent) == 6 &&
+		return rec.Count(lease.CreatedBlobEvent) == 6 && rec.Count(sharing.AllocatedEvent) == 6 &&
 			r.Capacity() == 3
 	})
 	snap, err := azuriteManagerFor(t, azurite.url(), container).Snapshot(context.Background(), 3)
@@ -421,5 +420,5 @@ func TestAzureSharedRecoversFromEmptyStore(t *testing.T) {
 		}
 	}
 	t.Logf("capacity back to 3 in %v after Azurite restarted empty (%d error events)",
-		took, rec.Count(events.ErrorEvent))
+		took, rec.Count(sharing.ErrorEvent))
 }

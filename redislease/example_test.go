@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/costwise/batcher/internal/events"
 	"github.com/costwise/batcher/sharing"
 
 	"github.com/costwise/batcher/redislease"
@@ -27,7 +26,7 @@ func ExampleNewSharedResource() {
 		WithFactor(1000).
 		WithReservedCapacity(1000)
 	res.AddListener(func(event string, val int, msg string, _ interface{}) {
-		if event == events.ErrorEvent {
+		if event == sharing.ErrorEvent {
 			log.Printf("capacity sharing: %s", msg)
 		}
 	})

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/costwise/batcher/internal/events"
 	"github.com/costwise/batcher/lease"
 	"github.com/costwise/batcher/sharing"
 
@@ -31,7 +30,7 @@ func (l *eventLog) listen(event string, _ int, msg string, _ interface{}) {
 		l.counts = map[string]int{}
 	}
 	l.counts[event]++
-	if event == events.ErrorEvent {
+	if event == sharing.ErrorEvent {
 		l.errors = append(l.errors, msg)
 	}
 }
@@ -88,7 +87,7 @@ func TestServerRestartRecovery(t *testing.T) {
 	srv.kill()
 	watchFall(t, res, reserved, 6*time.Second)
 	eventually(t, 5*time.Second, "an error event about the dead server", func() bool {
-		return log.count(events.ErrorEvent) > 0
+		return log.count(sharing.ErrorEvent) > 0
 	})
 
 	srv.start(t) // empty: no persistence
