@@ -280,6 +280,8 @@ func testConcurrent(t *testing.T, f Factory) {
 			attempts := int(3*c.first)/goroutines + 1
 			for r := 0; r < rounds; r++ {
 				var admitted atomic.Int64
+				var mu sync.Mutex
+				seen := map[int64]int{} // Remaining of the allowed decisions
 				var wg sync.WaitGroup
 				errs := make(chan error, goroutines)
 				for g := 0; g < goroutines; g++ {
@@ -294,6 +296,9 @@ func testConcurrent(t *testing.T, f Factory) {
 							}
 							if d.Allowed {
 								admitted.Add(1)
+								mu.Lock()
+								seen[d.Remaining]++
+								mu.Unlock()
 							}
 						}
 					}(stores[g%len(stores)])
@@ -308,7 +313,8 @@ func testConcurrent(t *testing.T, f Factory) {
 					want = c.first
 				}
 				if got := admitted.Load(); got != want {
-					t.Fatalf("round %d: %d goroutines admitted %d, want exactly %d", r, goroutines, got, want)
+					t.Fatalf("round %d: %d goroutines admitted %d, want exactly %d; remaining seen: %v",
+						r, goroutines, got, want, seen)
 				}
 				clock.Advance(c.step)
 			}

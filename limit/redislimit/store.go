@@ -32,9 +32,10 @@ type Options struct {
 	// Prefix starts every key. Default "limit:".
 	Prefix string
 	// Clock, when set, replaces the Redis server's clock: the scripts decide
-	// at Clock.Now() instead of TIME. For tests only; in production the
-	// server's clock must decide, or replicas' clock offsets leak into the
-	// limits.
+	// at Clock.Now() instead of TIME, and keys are kept an hour past their
+	// time to rest, since Redis expires them on its own clock. For tests
+	// only; in production the server's clock must decide, or replicas' clock
+	// offsets leak into the limits.
 	Clock limit.Clock
 }
 
