@@ -1,192 +1,99 @@
 package batcher
 
 import (
-	"context"
-	"time"
-
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/google/uuid"
+	"github.com/costwise/batcher/azureblob"
+	"github.com/costwise/batcher/lease"
+	"github.com/costwise/batcher/sharing"
 )
 
-// AzureSharedResource is a RateLimiter that shares a capacity among
-// instances through leases on blobs in an Azure Blob Storage container: a
-// SharedResource (see its documentation for the algorithm, its timing and
-// its cost in storage transactions) over an AzureLeaseManager. Every
-// instance sharing the capacity must point at the same container with the
-// same shared capacity and factor.
-//
-// The container and partition blobs are created by Provision when missing,
-// and created again without a restart should the store lose them. The
-// storage account must exist. Authenticate with one of WithMasterKey,
-// WithCredential (Microsoft Entra ID) or WithConnectionString; Provision
-// returns an AzureCredentialError when none was given.
-//
-// Configure it with the With* methods before Provision; they are not safe
-// for concurrent use. Every other method is safe for concurrent use.
-type AzureSharedResource struct {
-	mgr           *AzureLeaseManager
-	shared        *SharedResource
-	leaseDuration time.Duration
+// The shared resources and their lease managers live in packages of their
+// own: lease (the storage seam), sharing (the sharing algorithm and the
+// in-memory store) and azureblob (Azure Blob Storage); redislease is the
+// Redis store. The names below keep go-batcher v1.8.0's API, and that of
+// earlier versions of this module, compiling unchanged: each type is an
+// alias, so values, methods and errors.As are those of the package that
+// defines it.
+
+// LeaseManager is the storage seam of a shared resource; see lease.Manager.
+type LeaseManager = lease.Manager
+
+// LeaseSnapshot is what a LeaseManager reads in one round trip; see
+// lease.Snapshot.
+type LeaseSnapshot = lease.Snapshot
+
+// PartitionState is the state of one partition in a LeaseSnapshot.
+type PartitionState = lease.PartitionState
+
+// The states of a partition in a LeaseSnapshot.
+const (
+	// PartitionMissing means the partition does not exist in the store.
+	PartitionMissing = lease.PartitionMissing
+	// PartitionFree means nobody holds a lease on the partition.
+	PartitionFree = lease.PartitionFree
+	// PartitionLeased means some owner holds an unexpired lease on it.
+	PartitionLeased = lease.PartitionLeased
+)
+
+// MaxPartitions is the largest number of partitions a shared resource
+// supports; Provision returns PartitionsOutOfRangeError past it.
+const MaxPartitions = lease.MaxPartitions
+
+// SharedResource is a RateLimiter that shares a capacity among instances
+// through leases on partitions kept by a LeaseManager; see sharing.Resource
+// for the algorithm.
+type SharedResource = sharing.Resource
+
+// SharedStats is a snapshot of a SharedResource's state and counters.
+type SharedStats = sharing.Stats
+
+// NewSharedResource returns a SharedResource that shares sharedCapacity
+// through mgr; see sharing.New for its defaults.
+func NewSharedResource(mgr LeaseManager, sharedCapacity uint32) *SharedResource {
+	return sharing.New(mgr, sharedCapacity)
 }
 
-// NewAzureSharedResource returns a shared resource for sharedCapacity kept
-// in container containerName of storage account accountName (endpoint
-// https://<account>.blob.core.windows.net unless WithServiceURL or
-// WithConnectionString says otherwise). Defaults: factor 1, no reserved
-// capacity, max interval 500 ms, leases of 15 s. It needs a credential
-// before Provision.
+// Defaults of a SharedResource.
+const (
+	// DefaultLeaseDuration is the lease length a SharedResource asks for.
+	DefaultLeaseDuration = sharing.DefaultLeaseDuration
+	// DefaultMaxInterval is the default WithMaxInterval, in milliseconds.
+	DefaultMaxInterval = sharing.DefaultMaxInterval
+)
+
+// MemoryLeaseManager is a LeaseManager in process memory; see
+// sharing.MemoryLeaseManager.
+type MemoryLeaseManager = sharing.MemoryLeaseManager
+
+// NewMemoryLeaseManager returns an empty in-process LeaseManager that uses
+// the system clock.
+func NewMemoryLeaseManager() *MemoryLeaseManager { return sharing.NewMemoryLeaseManager() }
+
+// AzureSharedResource is a RateLimiter that shares a capacity through leases
+// on blobs in an Azure Blob Storage container; see azureblob.SharedResource.
+type AzureSharedResource = azureblob.SharedResource
+
+// NewAzureSharedResource returns a shared resource for sharedCapacity kept in
+// container containerName of storage account accountName; see
+// azureblob.NewSharedResource. It needs a credential before Provision.
 func NewAzureSharedResource(accountName, containerName string, sharedCapacity uint32) *AzureSharedResource {
-	mgr := NewAzureLeaseManager(accountName, containerName)
-	return &AzureSharedResource{
-		mgr:           mgr,
-		shared:        NewSharedResource(mgr, sharedCapacity).WithLeaseDuration(DefaultLeaseDuration),
-		leaseDuration: DefaultLeaseDuration,
-	}
+	return azureblob.NewSharedResource(accountName, containerName, sharedCapacity)
 }
 
-// WithMasterKey authenticates with the storage account's shared key.
-func (r *AzureSharedResource) WithMasterKey(key string) *AzureSharedResource {
-	r.mgr.WithMasterKey(key)
-	return r
+// AzureLeaseManager is a LeaseManager over an Azure Blob Storage container;
+// see azureblob.LeaseManager.
+type AzureLeaseManager = azureblob.LeaseManager
+
+// NewAzureLeaseManager returns a LeaseManager for container containerName of
+// storage account accountName; see azureblob.NewLeaseManager.
+func NewAzureLeaseManager(accountName, containerName string) *AzureLeaseManager {
+	return azureblob.NewLeaseManager(accountName, containerName)
 }
 
-// WithCredential authenticates with a Microsoft Entra ID token credential,
-// such as azidentity.NewDefaultAzureCredential (environment, workload
-// identity, managed identity, developer tools) or
-// azidentity.NewManagedIdentityCredential. The identity needs the Storage
-// Blob Data Contributor role on the container or account, and the endpoint
-// must be HTTPS.
-func (r *AzureSharedResource) WithCredential(cred azcore.TokenCredential) *AzureSharedResource {
-	r.mgr.WithCredential(cred)
-	return r
-}
-
-// WithConnectionString takes the endpoint and credential (account key or
-// SAS token) from a storage connection string; it overrides the account
-// name, WithServiceURL and the other credentials.
-func (r *AzureSharedResource) WithConnectionString(connString string) *AzureSharedResource {
-	r.mgr.WithConnectionString(connString)
-	return r
-}
-
-// WithServiceURL sets the blob service endpoint, for Azurite
-// http://127.0.0.1:10000/devstoreaccount1, or that of a sovereign cloud.
-// The default is https://<account>.blob.core.windows.net.
-func (r *AzureSharedResource) WithServiceURL(serviceURL string) *AzureSharedResource {
-	r.mgr.WithServiceURL(serviceURL)
-	return r
-}
-
-// WithFactor sets how much capacity one partition is worth (default 1); the
-// shared capacity is split into ceil(shared/factor) partitions, at most 500.
-func (r *AzureSharedResource) WithFactor(factor uint32) *AzureSharedResource {
-	r.shared.WithFactor(factor)
-	return r
-}
-
-// WithReservedCapacity sets capacity this instance always has, in addition
-// to the shared partitions it holds (default 0).
-func (r *AzureSharedResource) WithReservedCapacity(capacity uint32) *AzureSharedResource {
-	r.shared.WithReservedCapacity(capacity)
-	return r
-}
-
-// WithMaxInterval sets, in milliseconds, the longest wait between two looks
-// at the store while more partitions are needed (default 500). Longer means
-// fewer storage transactions and slower gains.
-func (r *AzureSharedResource) WithMaxInterval(ms uint32) *AzureSharedResource {
-	r.shared.WithMaxInterval(ms)
-	return r
-}
-
-// WithLeaseDuration sets the length of the partition leases (default 15 s).
-// Azure grants 15 to 60 s; Provision returns a LeaseDurationError for any
-// other value. Longer leases mean fewer renewals but a longer wait for
-// partitions held by an instance that died without stopping.
-func (r *AzureSharedResource) WithLeaseDuration(d time.Duration) *AzureSharedResource {
-	r.leaseDuration = d
-	r.shared.WithLeaseDuration(d)
-	return r
-}
-
-// WithClock sets the clock for lease timing and the loop's timers (default
-// the system clock). The store keeps its own time for leases, so a fake
-// clock only suits tests that do not depend on real expiry.
-func (r *AzureSharedResource) WithClock(c Clock) *AzureSharedResource {
-	r.shared.WithClock(c)
-	return r
-}
-
-// AddListener registers fn for the resource's events (capacity, target,
-// allocated, released, failed, error, the provisioning events and
-// shutdown) and returns an id for RemoveListener.
-func (r *AzureSharedResource) AddListener(fn func(event string, val int, msg string, metadata interface{})) uuid.UUID {
-	return r.shared.AddListener(fn)
-}
-
-// RemoveListener unregisters the listener with id.
-func (r *AzureSharedResource) RemoveListener(id uuid.UUID) {
-	r.shared.RemoveListener(id)
-}
-
-// Provision checks the configuration (credential, lease duration, capacity
-// and factor), then creates the container and partition blobs that do not
-// exist, raising created-container or verified-container (msg: the
-// container's URL) and created-blob or verified-blob (val: the partition
-// index). Many instances may provision at once. Call it before Start.
-func (r *AzureSharedResource) Provision(ctx context.Context) error {
-	if _, err := leaseSeconds(r.leaseDuration); err != nil {
-		return err
-	}
-	if _, err := r.mgr.containerClient(); err != nil {
-		return err
-	}
-	return r.shared.Provision(ctx)
-}
-
-// Start starts the loop that acquires and renews partition leases; it must
-// follow Provision. Cancelling ctx ends the loop as Stop does.
-func (r *AzureSharedResource) Start(ctx context.Context) error {
-	return r.shared.Start(ctx)
-}
-
-// Stop ends the loop, releases every lease so other instances can take the
-// partitions at once, withdraws this instance's demand, raises the shutdown
-// event and closes idle connections. It is idempotent; Capacity afterwards
-// is the reserved capacity. A stopped resource cannot be started again.
-func (r *AzureSharedResource) Stop() {
-	r.shared.Stop()
-	r.mgr.CloseIdleConnections()
-}
-
-// MaxCapacity returns the shared plus the reserved capacity.
-func (r *AzureSharedResource) MaxCapacity() uint32 { return r.shared.MaxCapacity() }
-
-// Capacity returns the reserved capacity plus one factor for each partition
-// whose lease is valid now.
-func (r *AzureSharedResource) Capacity() uint32 { return r.shared.Capacity() }
-
-// GiveMe asks for target capacity: the loop seeks
-// ceil((target-reserved)/factor) partitions, within its fair share when
-// other instances want them too.
-func (r *AzureSharedResource) GiveMe(target uint32) { r.shared.GiveMe(target) }
-
-// SetSharedCapacity changes the shared capacity at run time, provisioning
-// the partitions it adds. It returns UndefinedSharedCapacityError for zero
-// and PartitionsOutOfRangeError past 500 partitions. Every instance should
-// be given the same value.
-func (r *AzureSharedResource) SetSharedCapacity(capacity uint32) error {
-	return r.shared.SetSharedCapacity(capacity)
-}
-
-// SetReservedCapacity changes the reserved capacity at run time.
-func (r *AzureSharedResource) SetReservedCapacity(capacity uint32) {
-	r.shared.SetReservedCapacity(capacity)
-}
-
-// Stats returns a snapshot of the resource's state and counters.
-func (r *AzureSharedResource) Stats() SharedStats { return r.shared.Stats() }
-
-// LeaseManager returns the AzureLeaseManager that keeps this resource's
-// partitions, for tests and diagnostics.
-func (r *AzureSharedResource) LeaseManager() *AzureLeaseManager { return r.mgr }
+// The lease durations Azure Blob Storage grants.
+const (
+	// AzureMinLeaseDuration is the shortest lease Azure Blob Storage grants.
+	AzureMinLeaseDuration = azureblob.MinLeaseDuration
+	// AzureMaxLeaseDuration is the longest fixed lease Azure Blob Storage
+	// grants.
+	AzureMaxLeaseDuration = azureblob.MaxLeaseDuration
+)

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/costwise/batcher/internal/events"
 	"github.com/google/uuid"
 )
 
@@ -82,7 +83,8 @@ type config struct {
 // Enqueue hands operations to it through a short mutex-guarded queue.
 type Batcher struct {
 	cfg       config
-	listeners listeners
+	listeners events.Registry
+	evq       eventQueue // the loop's events on their way to the notifier
 	stats     counters
 
 	state    atomic.Int32
@@ -91,22 +93,21 @@ type Batcher struct {
 	inflight atomic.Int64 // callbacks running
 	waiters  atomic.Int32 // Enqueue calls waiting for room
 	pauses   atomic.Int32 // Pause calls not yet applied by the loop
-	ownerID  atomic.Uint64
-	refuse   atomic.Bool // set by Stop and Shutdown: no more operations
-	draining atomic.Bool // set by Shutdown
+	refuse   atomic.Bool  // set by Stop and Shutdown: no more operations
+	draining atomic.Bool  // set by the loop once a Shutdown asked it to drain
 
 	mu       sync.Mutex    // guards incoming, spaceCh and the stopped transition
 	incoming []IOperation  // accepted, not yet taken by the loop
 	spaceCh  chan struct{} // closed when room frees up; nil when nobody waits
 
-	wake     chan struct{} // new operations, finished callbacks
-	flushReq chan struct{}
-	pauseReq chan struct{}
-	drainReq chan struct{} // closed by Shutdown
-	closing  chan struct{} // closed when no more operations are accepted
-	stopReq  chan struct{}
-	loopDone chan struct{}
-	drained  chan struct{} // closed by the loop when a Shutdown finished its work
+	wake         chan struct{}      // new operations, finished callbacks
+	flushReq     chan struct{}      // Flush
+	pauseReq     chan struct{}      // Pause
+	drainReq     chan chan struct{} // Shutdown: the loop closes the reply once drained
+	closing      chan struct{}      // closed when no more operations are accepted
+	stopReq      chan struct{}      // closed by Stop
+	loopDone     chan struct{}      // closed when the loop has ended
+	notifierDone chan struct{}      // closed when the notifier has ended
 
 	stopOnce    sync.Once
 	closingOnce sync.Once
@@ -138,14 +139,15 @@ func newBatcher(size uint32) *Batcher {
 			pauseTime:        DefaultPauseTime,
 			clock:            RealClock(),
 		},
-		wake:     make(chan struct{}, 1),
-		flushReq: make(chan struct{}, 1),
-		pauseReq: make(chan struct{}, 1),
-		drainReq: make(chan struct{}),
-		closing:  make(chan struct{}),
-		stopReq:  make(chan struct{}),
-		loopDone: make(chan struct{}),
-		drained:  make(chan struct{}),
+		evq:          eventQueue{notify: make(chan struct{}, 1)},
+		wake:         make(chan struct{}, 1),
+		flushReq:     make(chan struct{}, 1),
+		pauseReq:     make(chan struct{}, 1),
+		drainReq:     make(chan chan struct{}),
+		closing:      make(chan struct{}),
+		stopReq:      make(chan struct{}),
+		loopDone:     make(chan struct{}),
+		notifierDone: make(chan struct{}),
 	}
 }
 
@@ -261,16 +263,18 @@ func New(maxBufferSize uint32) *Batcher {
 }
 
 // AddListener registers fn for the batcher's events and returns an id for
-// RemoveListener. Listeners are called in event order, never with a lock of
-// the batcher held, so they may call any of its methods; most events are
-// raised on the batcher's loop goroutine, so a slow listener slows it down.
-func (b *Batcher) AddListener(fn func(event string, val int, msg string, metadata interface{})) uuid.UUID {
-	return b.listeners.add(fn)
+// RemoveListener. Listeners are called in event order, on a goroutine of
+// their own (the loop never waits for them), never with a lock of the
+// batcher held, so they may call any of its methods, Stop, Shutdown, a
+// blocking Enqueue and RemoveListener on themselves included. A slow
+// listener delays the events after it, not the release of batches.
+func (b *Batcher) AddListener(fn Listener) uuid.UUID {
+	return b.listeners.Add(fn)
 }
 
 // RemoveListener unregisters the listener with id; an unknown id is ignored.
 func (b *Batcher) RemoveListener(id uuid.UUID) {
-	b.listeners.remove(id)
+	b.listeners.Remove(id)
 }
 
 // OperationsInBuffer returns the number of accepted operations not yet

@@ -58,10 +58,22 @@
 // tests and the sample), AzureSharedResource (Azure Blob Storage leases on
 // zero-byte blobs) and package redislease (Redis). Each instance publishes
 // its demand next to the partitions and takes its max-min fair share, so
-// capacity moves to whoever needs it within about a second; see the comment
-// at the top of shared.go for the algorithm, its convergence time and its
-// cost in storage transactions. A reserved capacity per instance is always
-// available.
+// capacity moves to whoever needs it within about a second; the
+// documentation of package sharing gives the algorithm, its convergence time
+// and its cost in storage transactions. A reserved capacity per instance is
+// always available.
+//
+// # Packages
+//
+// The shared resources live below this package, one package per concern:
+// lease (the LeaseManager seam), sharing (the sharing algorithm and the
+// in-memory store), azureblob and redislease (the Azure Blob Storage and
+// Redis stores), and leasetest (the conformance suite every store passes,
+// and a fault-injecting wrapper for tests). None of them imports this
+// package; this package names their types under the go-batcher v1.8.0 names
+// (SharedResource, AzureSharedResource, LeaseManager, ...) through aliases,
+// so code written against those names compiles unchanged and errors.As
+// matches either name.
 //
 // # Concurrency
 //
@@ -69,11 +81,17 @@
 // is safe for concurrent use, except the With methods, which configure an
 // object before it starts. One goroutine, started by Start and ended by
 // Stop, owns each object's mutable state; Enqueue hands operations to it
-// through a short mutex-guarded queue and does not allocate. Listeners are
-// never called with a lock held, so a listener may call any method,
-// including RemoveListener on itself. Stop leaves no goroutine of the
-// library running, other than watcher callbacks still in progress, which
-// Shutdown waits for.
+// through a short mutex-guarded queue and does not allocate. A Batcher's
+// listeners run on a goroutine of their own, in event order, never with a
+// lock held: the loop only queues its events, so it never waits on a
+// listener, and a listener may call any method, Stop, Shutdown, a blocking
+// Enqueue and RemoveListener on itself included, without the batcher having
+// to know which goroutine calls it. Stop leaves no goroutine of the library
+// running, other than watcher callbacks still in progress, which Shutdown
+// waits for, and the listener goroutine when Stop was called while a
+// listener ran (that listener may be the caller); it ends once it has
+// delivered the last events, the shutdown event last. The rate limiters call
+// their listeners on the goroutine that raised the event.
 //
 // Time comes from a Clock (WithClock); package batchertest has a fake clock,
 // a recording listener and a scriptable rate limiter for tests of code built

@@ -22,10 +22,13 @@ func (b *Batcher) EnqueueContext(ctx context.Context, op IOperation) error {
 	return b.counted(b.enqueue(ctx, op))
 }
 
-// counted records a refusal by its reason.
+// counted records a refusal by its reason; an error of no known reason is
+// not counted.
 func (b *Batcher) counted(err error) error {
 	if err != nil {
-		b.stats.rejected[reasonOf(err)].Add(1)
+		if r, ok := reasonOf(err); ok {
+			b.stats.rejected[r].Add(1)
+		}
 	}
 	return err
 }
@@ -103,9 +106,7 @@ func (b *Batcher) waitForRoom(ctx context.Context) error {
 	if b.cfg.bufferSize == 0 {
 		return BufferNotAllocated{}
 	}
-	if b.cfg.errorOnFull || b.onLoopGoroutine() {
-		// A listener on the loop goroutine cannot wait: only that goroutine
-		// makes room.
+	if b.cfg.errorOnFull {
 		return BufferFullError{}
 	}
 	done := ctx.Done() // nil for Background: wait as long as it takes
@@ -165,11 +166,4 @@ func (b *Batcher) takeIncoming(spare []IOperation) []IOperation {
 	b.incoming = spare[:0]
 	b.mu.Unlock()
 	return ops
-}
-
-// onLoopGoroutine reports whether the caller runs on the loop goroutine,
-// which is the case for listeners of most events.
-func (b *Batcher) onLoopGoroutine() bool {
-	id := b.ownerID.Load()
-	return id != 0 && id == goid()
 }

@@ -1,124 +1,66 @@
 package batcher
 
-import (
-	"sync"
-	"sync/atomic"
+import "github.com/costwise/batcher/internal/events"
 
-	"github.com/google/uuid"
-)
-
-// Event names raised to listeners. The values are those of go-batcher v1.8.0.
+// Event names raised to listeners. The values are those of go-batcher v1.8.0;
+// package sharing raises the same strings.
 const (
 	// BatchEvent is raised for every batch when WithEmitBatch is set; val is
 	// the number of operations and metadata the []IOperation.
-	BatchEvent = "batch"
+	BatchEvent = events.BatchEvent
 	// PauseEvent is raised when the batcher pauses; val is the pause length in
 	// milliseconds.
-	PauseEvent = "pause"
+	PauseEvent = events.PauseEvent
 	// ResumeEvent is raised when a pause ends; val is the length of the pause
 	// that ended in milliseconds.
-	ResumeEvent = "resume"
+	ResumeEvent = events.ResumeEvent
 	// ShutdownEvent is raised once when a batcher or rate limiter stops; for a
 	// batcher, val is the number of operations left unreleased.
-	ShutdownEvent = "shutdown"
+	ShutdownEvent = events.ShutdownEvent
 	// AuditPassEvent is raised when an audit finds the target consistent.
-	AuditPassEvent = "audit-pass"
+	AuditPassEvent = events.AuditPassEvent
 	// AuditFailEvent is raised when an audit finds a target above zero with
 	// nothing outstanding; val is the target that was reset to zero.
-	AuditFailEvent = "audit-fail"
+	AuditFailEvent = events.AuditFailEvent
 	// AuditSkipEvent is raised when an audit cannot judge the target because
 	// work is buffered or a batch was released recently.
-	AuditSkipEvent = "audit-skip"
+	AuditSkipEvent = events.AuditSkipEvent
 	// RequestEvent is raised each capacity interval; val is the target asked
 	// of the rate limiter.
-	RequestEvent = "request"
+	RequestEvent = events.RequestEvent
 	// CapacityEvent is raised by a rate limiter whenever its capacity changes;
 	// val is the new capacity.
-	CapacityEvent = "capacity"
+	CapacityEvent = events.CapacityEvent
 	// ReleasedEvent is raised when a shared resource gives up a partition; val
 	// is its index.
-	ReleasedEvent = "released"
+	ReleasedEvent = events.ReleasedEvent
 	// AllocatedEvent is raised when a shared resource wins a partition; val is
 	// its index.
-	AllocatedEvent = "allocated"
+	AllocatedEvent = events.AllocatedEvent
 	// TargetEvent is raised when a shared resource's target changes; val is
 	// the new target.
-	TargetEvent = "target"
+	TargetEvent = events.TargetEvent
 	// VerifiedContainerEvent is raised by Provision when the container exists;
 	// msg is its URL.
-	VerifiedContainerEvent = "verified-container"
+	VerifiedContainerEvent = events.VerifiedContainerEvent
 	// CreatedContainerEvent is raised by Provision when it created the
 	// container; msg is its URL.
-	CreatedContainerEvent = "created-container"
+	CreatedContainerEvent = events.CreatedContainerEvent
 	// VerifiedBlobEvent is raised by Provision for a partition that exists;
 	// val is its index.
-	VerifiedBlobEvent = "verified-blob"
+	VerifiedBlobEvent = events.VerifiedBlobEvent
 	// CreatedBlobEvent is raised by Provision for a partition it created; val
 	// is its index.
-	CreatedBlobEvent = "created-blob"
+	CreatedBlobEvent = events.CreatedBlobEvent
 	// FailedEvent is raised when a shared resource could not win a partition
 	// (another instance holds it); val is its index. It is not an error.
-	FailedEvent = "failed"
+	FailedEvent = events.FailedEvent
 	// ErrorEvent is raised for an unexpected condition; msg describes it.
-	ErrorEvent = "error"
+	ErrorEvent = events.ErrorEvent
 )
 
 // Listener is the signature of an event listener: the event name, an integer
 // value, a message and optional metadata, whose meaning depends on the event.
-type Listener = func(event string, val int, msg string, metadata interface{})
-
-// listeners is a registry of event listeners. Emit reads a copy-on-write
-// snapshot, so listeners run without any lock held and may add or remove
-// listeners, including themselves. The zero value is ready to use.
-type listeners struct {
-	mu   sync.Mutex // serialises writers
-	list atomic.Pointer[[]listenerEntry]
-}
-
-type listenerEntry struct {
-	id uuid.UUID
-	fn Listener
-}
-
-// AddListener registers fn and returns the id that removes it.
-func (l *listeners) add(fn Listener) uuid.UUID {
-	id := uuid.New()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var next []listenerEntry
-	if cur := l.list.Load(); cur != nil {
-		next = append(next, (*cur)...)
-	}
-	next = append(next, listenerEntry{id: id, fn: fn})
-	l.list.Store(&next)
-	return id
-}
-
-// remove unregisters the listener with id; an unknown id is ignored.
-func (l *listeners) remove(id uuid.UUID) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	cur := l.list.Load()
-	if cur == nil {
-		return
-	}
-	next := make([]listenerEntry, 0, len(*cur))
-	for _, e := range *cur {
-		if e.id != id {
-			next = append(next, e)
-		}
-	}
-	l.list.Store(&next)
-}
-
-// emit calls every listener registered at the time of the call, in the order
-// they were added. It must not be called with any lock held.
-func (l *listeners) emit(event string, val int, msg string, metadata interface{}) {
-	cur := l.list.Load()
-	if cur == nil {
-		return
-	}
-	for _, e := range *cur {
-		e.fn(event, val, msg, metadata)
-	}
-}
+// AddListener of the Batcher and of every rate limiter in this module takes
+// one.
+type Listener = events.Listener

@@ -7,10 +7,15 @@ import (
 )
 
 // Start checks the settings and starts the loop that forms and releases
-// batches, asks the rate limiter for capacity and audits the target. It
-// returns InvalidSettingError for a bad With value and
-// BatcherImproperOrderError when the batcher was started or stopped before.
+// batches, asks the rate limiter for capacity and audits the target, and the
+// notifier that calls the listeners. It returns InvalidSettingError for a
+// bad With value, BatcherImproperOrderError when the batcher was started or
+// stopped before, and BufferNotAllocated for a Batcher not made by a
+// constructor (the zero value).
 func (b *Batcher) Start() error {
+	if !b.made() {
+		return BufferNotAllocated{}
+	}
 	if err := b.cfg.invalid; err != nil && b.state.Load() == stateNew {
 		return err
 	}
@@ -18,17 +23,29 @@ func (b *Batcher) Start() error {
 		return BatcherImproperOrderError{}
 	}
 	l := newLoop(b)
+	go b.notifier()
 	go l.run()
 	return nil
 }
 
+// made reports whether b was made by a constructor; the zero value has no
+// channels, and its methods do nothing or return BufferNotAllocated.
+func (b *Batcher) made() bool { return b.wake != nil }
+
 // Stop stops the loop and every timer, raises the shutdown event once (val:
 // the operations left unreleased, which stay counted by OperationsInBuffer)
-// and refuses further operations with BatcherStoppedError. It is idempotent
-// and returns once the loop has ended, except when called by a listener on
-// the loop itself, which it cannot wait for. Watcher callbacks already
-// running are not waited for; use Shutdown for a graceful stop.
+// and refuses further operations with BatcherStoppedError. It is idempotent.
+// Watcher callbacks already running are not waited for; use Shutdown for a
+// graceful stop.
+//
+// Stop returns once the loop has ended and the listeners have been called
+// with every event, the shutdown event last, except when a listener is
+// running at that moment: that listener may be the caller, which cannot
+// wait for itself, so Stop then returns without waiting for the delivery.
 func (b *Batcher) Stop() {
+	if !b.made() {
+		return
+	}
 	b.stopOnce.Do(func() {
 		b.mu.Lock()
 		b.refuse.Store(true)
@@ -39,11 +56,13 @@ func (b *Batcher) Stop() {
 			close(b.stopReq)
 			return
 		}
-		b.listeners.emit(ShutdownEvent, int(b.OperationsInBuffer()), "", nil)
+		b.listeners.Emit(ShutdownEvent, int(b.OperationsInBuffer()), "", nil)
 		close(b.loopDone)
+		close(b.notifierDone)
 	})
-	if !b.onLoopGoroutine() {
-		<-b.loopDone
+	<-b.loopDone // the loop never waits on a listener, so this ends
+	if !b.evq.busy.Load() {
+		<-b.notifierDone
 	}
 }
 
@@ -58,8 +77,11 @@ func (b *Batcher) closeIntake() {
 // callbacks, then stops. It returns nil when every operation was released
 // and every callback returned; otherwise a ShutdownIncompleteError that gives
 // the number never released and wraps ctx.Err() (or the reason the wait ended).
-// Either way the batcher is stopped when it returns.
+// Either way the batcher is stopped when it returns. A listener may call it.
 func (b *Batcher) Shutdown(ctx context.Context) error {
+	if !b.made() {
+		return nil
+	}
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -68,12 +90,9 @@ func (b *Batcher) Shutdown(ctx context.Context) error {
 	b.mu.Unlock()
 	b.closeIntake()
 	var reason error
-	switch {
-	case b.state.Load() != stateRunning:
+	if b.state.Load() != stateRunning {
 		reason = BatcherImproperOrderError{}
-	case b.onLoopGoroutine():
-		reason = fmt.Errorf("batcher: Shutdown called from a listener on the loop goroutine cannot wait")
-	default:
+	} else {
 		reason = b.awaitDrain(ctx)
 	}
 	b.Stop()
@@ -87,13 +106,20 @@ func (b *Batcher) Shutdown(ctx context.Context) error {
 	return ShutdownIncompleteError{Unreleased: n, Err: reason}
 }
 
-// awaitDrain asks the loop to drain and waits for it, for ctx, or for a
-// concurrent Stop.
+// awaitDrain asks the loop to drain and waits for its answer, for ctx, or
+// for a concurrent Stop. The loop closes reply once nothing is buffered and
+// no callback runs.
 func (b *Batcher) awaitDrain(ctx context.Context) error {
-	b.draining.Store(true)
-	b.poke()
+	reply := make(chan struct{})
 	select {
-	case <-b.drained:
+	case b.drainReq <- reply:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-b.loopDone:
+		return BatcherStoppedError{}
+	}
+	select {
+	case <-reply:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -108,7 +134,7 @@ func (b *Batcher) runBatch(w IWatcher, ops []IOperation, ib *inflightBatch) {
 	defer b.finishBatch(ib)
 	defer func() {
 		if r := recover(); r != nil {
-			b.listeners.emit(ErrorEvent, len(ops), fmt.Sprintf("batcher: watcher callback panicked: %v", r), ops)
+			b.listeners.Emit(ErrorEvent, len(ops), fmt.Sprintf("batcher: watcher callback panicked: %v", r), ops)
 		}
 	}()
 	w.ProcessBatch(ops)

@@ -28,8 +28,8 @@ type loop struct {
 	pause       pauser
 	deadlines   deadlines
 	lastRelease time.Time
-	draining    bool
-	drained     bool
+	draining    bool            // a Shutdown asked for a drain
+	drainReply  []chan struct{} // closed once drained, one per Shutdown
 
 	now time.Time // when intake took the operations being routed
 
@@ -77,7 +77,6 @@ func newLoop(b *Batcher) *loop {
 // run is the loop goroutine.
 func (l *loop) run() {
 	b := l.b
-	b.ownerID.Store(goid())
 	defer close(b.loopDone)
 	l.step()
 	for {
@@ -85,6 +84,8 @@ func (l *loop) run() {
 		case <-b.stopReq:
 			l.finish()
 			return
+		case reply := <-b.drainReq:
+			l.drain(reply)
 		case <-b.wake:
 		case <-l.flushT.C():
 			l.flush()
@@ -111,18 +112,25 @@ func (l *loop) run() {
 func (l *loop) step() {
 	now := l.clock.Now()
 	l.intake()
-	if !l.draining && l.b.draining.Load() {
-		l.draining = true
-	}
 	if l.draining {
 		l.closeAll()
 	}
 	l.release(now, l.draining)
 	l.arm(now)
-	if l.draining && !l.drained && l.b.buffered.Load() == 0 && l.b.inflight.Load() == 0 {
-		l.drained = true
-		close(l.b.drained)
+	if len(l.drainReply) > 0 && l.b.buffered.Load() == 0 && l.b.inflight.Load() == 0 {
+		for _, reply := range l.drainReply {
+			close(reply)
+		}
+		l.drainReply = nil
 	}
+}
+
+// drain answers a Shutdown: from now on every batch being formed is closed
+// at once, and reply is closed when nothing is buffered and no callback runs.
+func (l *loop) drain(reply chan struct{}) {
+	l.draining = true
+	l.b.draining.Store(true) // callbacks that finish now wake the loop
+	l.drainReply = append(l.drainReply, reply)
 }
 
 // finish stops the timers and raises the shutdown event.
@@ -133,7 +141,7 @@ func (l *loop) finish() {
 	l.timer.Stop()
 	l.pauseTimer.Stop()
 	l.intake()
-	l.b.listeners.emit(ShutdownEvent, int(l.b.OperationsInBuffer()), "", nil)
+	l.b.raise(ShutdownEvent, int(l.b.OperationsInBuffer()), "", nil)
 }
 
 // intake routes the operations handed over by Enqueue into batches.
@@ -368,7 +376,7 @@ func (l *loop) dispatch(p *pending, n int, now time.Time) {
 	l.lastRelease = now
 	l.count(n, cost, now.Sub(p.since))
 	if l.cfg.emitBatch {
-		b.listeners.emit(BatchEvent, n, "", ops)
+		b.raise(BatchEvent, n, "", ops)
 	}
 	go b.runBatch(p.w, ops, ib)
 }
@@ -420,7 +428,7 @@ func (l *loop) requestCapacity() {
 	}
 	target := l.b.NeedsCapacity()
 	l.cfg.limiter.GiveMe(target)
-	l.b.listeners.emit(RequestEvent, int(target), "", nil)
+	l.b.raise(RequestEvent, int(target), "", nil)
 }
 
 // audit checks that the target is zero when nothing can be outstanding:
@@ -435,23 +443,23 @@ func (l *loop) audit() {
 	recent := !l.lastRelease.IsZero() && now.Sub(l.lastRelease) < l.cfg.maxOperationTime
 	if b.buffered.Load() > 0 || recent {
 		b.stats.auditSkip.Add(1)
-		b.listeners.emit(AuditSkipEvent, 0, "", nil)
+		b.raise(AuditSkipEvent, 0, "", nil)
 		return
 	}
 	t := b.target.Load()
 	if t <= 0 {
 		b.stats.auditPass.Add(1)
-		b.listeners.emit(AuditPassEvent, 0, "", nil)
+		b.raise(AuditPassEvent, 0, "", nil)
 		return
 	}
 	if !b.target.CompareAndSwap(t, 0) {
 		b.stats.auditSkip.Add(1)
-		b.listeners.emit(AuditSkipEvent, 0, "", nil)
+		b.raise(AuditSkipEvent, 0, "", nil)
 		return
 	}
 	b.stats.auditFail.Add(1)
 	msg := fmt.Sprintf("batcher: target was %d with nothing outstanding; it was reset to 0", t)
-	b.listeners.emit(AuditFailEvent, int(clampU32(t)), msg, nil)
+	b.raise(AuditFailEvent, int(clampU32(t)), msg, nil)
 }
 
 // applyPauses applies the Pause calls made since the last time.
@@ -469,7 +477,7 @@ func (l *loop) applyPauses() {
 		l.b.stats.pausedNanos.Add(uint64(added))
 		l.b.stats.paused.Store(true)
 		l.pauseTimer.Reset(l.pause.until.Sub(now))
-		l.b.listeners.emit(PauseEvent, int(length.Milliseconds()), "", nil)
+		l.b.raise(PauseEvent, int(length.Milliseconds()), "", nil)
 	}
 }
 
@@ -484,5 +492,5 @@ func (l *loop) resume() {
 		return
 	}
 	l.b.stats.paused.Store(false)
-	l.b.listeners.emit(ResumeEvent, int(length.Milliseconds()), "", nil)
+	l.b.raise(ResumeEvent, int(length.Milliseconds()), "", nil)
 }

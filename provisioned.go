@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync/atomic"
 
+	"github.com/costwise/batcher/internal/events"
 	"github.com/google/uuid"
 )
 
@@ -20,7 +21,7 @@ import (
 type ProvisionedResource struct {
 	capacity  atomic.Uint32
 	max       atomic.Uint32
-	listeners listeners
+	listeners events.Registry
 	stopped   atomic.Bool
 }
 
@@ -36,12 +37,12 @@ func NewProvisionedResource(capacity uint32) *ProvisionedResource {
 // AddListener registers fn for the limiter's events (capacity, shutdown) and
 // returns an id for RemoveListener.
 func (r *ProvisionedResource) AddListener(fn func(event string, val int, msg string, metadata interface{})) uuid.UUID {
-	return r.listeners.add(fn)
+	return r.listeners.Add(fn)
 }
 
 // RemoveListener unregisters the listener with id.
 func (r *ProvisionedResource) RemoveListener(id uuid.UUID) {
-	r.listeners.remove(id)
+	r.listeners.Remove(id)
 }
 
 // Provision does nothing and returns nil.
@@ -49,7 +50,7 @@ func (r *ProvisionedResource) Provision(ctx context.Context) error { return nil 
 
 // Start raises a capacity event with the capacity and returns nil.
 func (r *ProvisionedResource) Start(ctx context.Context) error {
-	r.listeners.emit(CapacityEvent, int(r.capacity.Load()), "", nil)
+	r.listeners.Emit(CapacityEvent, int(r.capacity.Load()), "", nil)
 	return nil
 }
 
@@ -57,7 +58,7 @@ func (r *ProvisionedResource) Start(ctx context.Context) error {
 // shutdown listener too, return at once. The capacity stays readable.
 func (r *ProvisionedResource) Stop() {
 	if r.stopped.CompareAndSwap(false, true) {
-		r.listeners.emit(ShutdownEvent, 0, "", nil)
+		r.listeners.Emit(ShutdownEvent, 0, "", nil)
 	}
 }
 
@@ -88,6 +89,6 @@ func (r *ProvisionedResource) SetCapacity(capacity uint32) {
 		}
 	}
 	if old != capacity {
-		r.listeners.emit(CapacityEvent, int(capacity), "", nil)
+		r.listeners.Emit(CapacityEvent, int(capacity), "", nil)
 	}
 }

@@ -54,26 +54,30 @@ func AllRejectReasons() []RejectReason {
 	return out
 }
 
-func reasonOf(err error) RejectReason {
+// reasonOf returns the reason Enqueue refused with err, and false for an
+// error that is none of those Enqueue returns.
+func reasonOf(err error) (RejectReason, bool) {
 	switch {
 	case errors.As(err, new(NoOperationError)):
-		return RejectNoOperation
+		return RejectNoOperation, true
 	case errors.As(err, new(NoWatcherError)):
-		return RejectNoWatcher
+		return RejectNoWatcher, true
 	case errors.As(err, new(TooExpensiveError)):
-		return RejectTooExpensive
+		return RejectTooExpensive, true
 	case errors.As(err, new(TooManyAttemptsError)):
-		return RejectTooManyAttempts
+		return RejectTooManyAttempts, true
 	case errors.As(err, new(BatcherStoppedError)):
-		return RejectStopped
+		return RejectStopped, true
 	case errors.As(err, new(BufferFullError)):
-		return RejectBufferFull
+		return RejectBufferFull, true
 	case errors.As(err, new(BufferNotAllocated)):
-		return RejectBufferNotAllocated
+		return RejectBufferNotAllocated, true
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return RejectContext
+		return RejectContext, true
 	}
-	return RejectContext
+	// Enqueue returns no other error today; one added later must get a
+	// reason of its own rather than be counted as another.
+	return 0, false
 }
 
 // counters are the batcher's running totals. The loop goroutine adds to

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/costwise/batcher"
+	"github.com/costwise/batcher/lease"
 )
 
 // Owners used by the subtests. Azure needs lease ids that are GUIDs, so
@@ -50,9 +50,9 @@ func (r *recorder) blobCounts() (created, verified map[int]int) {
 	created, verified = map[int]int{}, map[int]int{}
 	for _, e := range r.list {
 		switch e.event {
-		case batcher.CreatedBlobEvent:
+		case lease.CreatedBlobEvent:
 			created[e.val]++
-		case batcher.VerifiedBlobEvent:
+		case lease.VerifiedBlobEvent:
 			verified[e.val]++
 		}
 	}
@@ -84,9 +84,9 @@ func wantNoError(t *testing.T, what string, err error) {
 // partition.
 func wantConflict(t *testing.T, what string, err error, partition int) {
 	t.Helper()
-	var conflict batcher.LeaseConflictError
+	var conflict lease.ConflictError
 	if !errors.As(err, &conflict) {
-		t.Fatalf("%s: got error %v, want a batcher.LeaseConflictError", what, err)
+		t.Fatalf("%s: got error %v, want a lease.ConflictError", what, err)
 	}
 	if conflict.Partition != partition {
 		t.Fatalf("%s: LeaseConflictError.Partition = %d, want %d", what, conflict.Partition, partition)
@@ -97,9 +97,9 @@ func wantConflict(t *testing.T, what string, err error, partition int) {
 // partition.
 func wantMissing(t *testing.T, what string, err error, partition int) {
 	t.Helper()
-	var missing batcher.PartitionMissingError
+	var missing lease.PartitionMissingError
 	if !errors.As(err, &missing) {
-		t.Fatalf("%s: got error %v, want a batcher.PartitionMissingError", what, err)
+		t.Fatalf("%s: got error %v, want a lease.PartitionMissingError", what, err)
 	}
 	if missing.Partition != partition {
 		t.Fatalf("%s: PartitionMissingError.Partition = %d, want %d", what, missing.Partition, partition)
@@ -107,15 +107,15 @@ func wantMissing(t *testing.T, what string, err error, partition int) {
 }
 
 // stateString is the compact form of a []PartitionState (L leased, F free, M missing), for messages.
-func stateString(p []batcher.PartitionState) string {
+func stateString(p []lease.PartitionState) string {
 	b := make([]byte, len(p))
 	for i, s := range p {
 		switch s {
-		case batcher.PartitionLeased:
+		case lease.PartitionLeased:
 			b[i] = 'L'
-		case batcher.PartitionFree:
+		case lease.PartitionFree:
 			b[i] = 'F'
-		case batcher.PartitionMissing:
+		case lease.PartitionMissing:
 			b[i] = 'M'
 		default:
 			b[i] = '?'
@@ -125,7 +125,7 @@ func stateString(p []batcher.PartitionState) string {
 }
 
 // snapshot reads count partitions and fails the test on error.
-func (s suite) snapshot(t *testing.T, m batcher.LeaseManager, count int) batcher.LeaseSnapshot {
+func (s suite) snapshot(t *testing.T, m lease.Manager, count int) lease.Snapshot {
 	t.Helper()
 	snap, err := m.Snapshot(s.ctx(t), count)
 	wantNoError(t, fmt.Sprintf("Snapshot(%d)", count), err)
@@ -137,7 +137,7 @@ func (s suite) snapshot(t *testing.T, m batcher.LeaseManager, count int) batcher
 
 // wantStates fails the test unless the partitions are in the states given
 // compactly by want (see states).
-func (s suite) wantStates(t *testing.T, m batcher.LeaseManager, want string) {
+func (s suite) wantStates(t *testing.T, m lease.Manager, want string) {
 	t.Helper()
 	snap := s.snapshot(t, m, len(want))
 	if got := stateString(snap.Partitions); got != want {
@@ -146,7 +146,7 @@ func (s suite) wantStates(t *testing.T, m batcher.LeaseManager, want string) {
 }
 
 // wantDemands fails the test unless the live demands are exactly want.
-func (s suite) wantDemands(t *testing.T, m batcher.LeaseManager, count int, want map[string]uint32) {
+func (s suite) wantDemands(t *testing.T, m lease.Manager, count int, want map[string]uint32) {
 	t.Helper()
 	got := s.snapshot(t, m, count).Demands
 	if len(got) == 0 && len(want) == 0 {

@@ -1,10 +1,10 @@
 // Package leasetest is a conformance suite for implementations of
-// batcher.LeaseManager. Every lease manager in this module (memory, Azure
-// Blob, Redis) runs it, so SharedResource can rely on the same contract
+// lease.Manager. Every lease manager in this module (memory, Azure
+// Blob, Redis) runs it, so sharing.Resource can rely on the same contract
 // whatever the store:
 //
 //	func TestConformance(t *testing.T) {
-//		leasetest.Run(t, func(t *testing.T) batcher.LeaseManager {
+//		leasetest.Run(t, func(t *testing.T) lease.Manager {
 //			return newIsolatedManager(t) // an empty store of its own
 //		})
 //	}
@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/costwise/batcher"
+	"github.com/costwise/batcher/lease"
 )
 
 // Options tunes the suite for a store. The zero value suits every store in
@@ -43,7 +43,7 @@ type Options struct {
 	Slack time.Duration
 	// Wait makes d of time pass for the store m. Nil means time.Sleep; a
 	// store driven by a fake clock passes a function that advances it.
-	Wait func(m batcher.LeaseManager, d time.Duration)
+	Wait func(m lease.Manager, d time.Duration)
 	// SkipExpiry skips the subtests that wait for leases and demand records
 	// to expire.
 	SkipExpiry bool
@@ -66,7 +66,7 @@ func (o Options) withDefaults() Options {
 		o.Slack = time.Second
 	}
 	if o.Wait == nil {
-		o.Wait = func(_ batcher.LeaseManager, d time.Duration) { time.Sleep(d) }
+		o.Wait = func(_ lease.Manager, d time.Duration) { time.Sleep(d) }
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = 30 * time.Second
@@ -74,10 +74,10 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// Run checks the LeaseManager contract with the default Options. newManager
+// Run checks the lease.Manager contract with the default Options. newManager
 // must return a manager over an empty store of its own each time it is
 // called.
-func Run(t *testing.T, newManager func(t *testing.T) batcher.LeaseManager) {
+func Run(t *testing.T, newManager func(t *testing.T) lease.Manager) {
 	t.Helper()
 	RunWithOptions(t, newManager, Options{})
 }
@@ -85,12 +85,12 @@ func Run(t *testing.T, newManager func(t *testing.T) batcher.LeaseManager) {
 // suite carries what every subtest needs.
 type suite struct {
 	opts       Options
-	newManager func(t *testing.T) batcher.LeaseManager
+	newManager func(t *testing.T) lease.Manager
 }
 
-// RunWithOptions checks the LeaseManager contract, each rule in a subtest of
+// RunWithOptions checks the lease.Manager contract, each rule in a subtest of
 // its own.
-func RunWithOptions(t *testing.T, newManager func(t *testing.T) batcher.LeaseManager, opts Options) {
+func RunWithOptions(t *testing.T, newManager func(t *testing.T) lease.Manager, opts Options) {
 	t.Helper()
 	s := suite{opts: opts.withDefaults(), newManager: newManager}
 	cases := []struct {
@@ -138,7 +138,7 @@ func (s suite) ctx(t *testing.T) context.Context {
 }
 
 // provisioned returns a fresh manager with count partitions.
-func (s suite) provisioned(t *testing.T, count int) batcher.LeaseManager {
+func (s suite) provisioned(t *testing.T, count int) lease.Manager {
 	t.Helper()
 	m := s.newManager(t)
 	if err := m.Provision(s.ctx(t), count, nil); err != nil {

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/costwise/batcher"
+	"github.com/costwise/batcher/lease"
 )
 
 // provisionCreates: a first Provision creates every partition, reports each
@@ -24,7 +24,7 @@ func (s suite) provisionCreates(t *testing.T) {
 	if len(created) != 3 || len(verified) != 0 {
 		t.Fatalf("reports for partitions %v / %v, want only 0..2 created", created, verified)
 	}
-	if n := rec.count(batcher.CreatedContainerEvent) + rec.count(batcher.VerifiedContainerEvent); n > 1 {
+	if n := rec.count(lease.CreatedContainerEvent) + rec.count(lease.VerifiedContainerEvent); n > 1 {
 		t.Fatalf("%d container reports, want at most one", n)
 	}
 	s.wantStates(t, m, "FFF")
@@ -46,7 +46,7 @@ func (s suite) provisionIdempotent(t *testing.T) {
 			t.Fatalf("partition %d verified %d times, want once", i, verified[i])
 		}
 	}
-	if rec.count(batcher.CreatedContainerEvent) != 0 {
+	if rec.count(lease.CreatedContainerEvent) != 0 {
 		t.Fatal("second Provision reported the container created")
 	}
 	s.wantStates(t, m, "FFF")
@@ -99,7 +99,7 @@ func (s suite) provisionConcurrent(t *testing.T) {
 				i, created[i]+verified[i], instances)
 		}
 	}
-	if n := rec.count(batcher.CreatedContainerEvent); n > 1 {
+	if n := rec.count(lease.CreatedContainerEvent); n > 1 {
 		t.Fatalf("container reported created %d times, want at most once", n)
 	}
 	s.wantStates(t, m, "FFFFF")
@@ -122,7 +122,7 @@ func (s suite) snapshotBeforeProvision(t *testing.T) {
 	m := s.newManager(t)
 	snap, err := m.Snapshot(s.ctx(t), 3)
 	if err != nil {
-		var missing batcher.PartitionMissingError
+		var missing lease.PartitionMissingError
 		if !errors.As(err, &missing) {
 			t.Fatalf("Snapshot on an empty store: %v, want nil or a PartitionMissingError", err)
 		}

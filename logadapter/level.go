@@ -11,7 +11,7 @@
 // may hold user data, so only their count (val) is logged.
 package logadapter
 
-import "github.com/costwise/batcher"
+import "github.com/costwise/batcher/internal/events"
 
 // Level is the severity an event is logged at.
 type Level int
@@ -52,13 +52,13 @@ func (l Level) String() string {
 // An event it does not know is logged at Info, so that nothing new is lost.
 func LevelOf(event string) Level {
 	switch event {
-	case batcher.ErrorEvent:
+	case events.ErrorEvent:
 		return Error
-	case batcher.PauseEvent, batcher.AuditFailEvent:
+	case events.PauseEvent, events.AuditFailEvent:
 		return Warn
-	case batcher.RequestEvent, batcher.BatchEvent, batcher.TargetEvent, batcher.CapacityEvent,
-		batcher.AllocatedEvent, batcher.ReleasedEvent, batcher.FailedEvent,
-		batcher.AuditPassEvent, batcher.AuditSkipEvent:
+	case events.RequestEvent, events.BatchEvent, events.TargetEvent, events.CapacityEvent,
+		events.AllocatedEvent, events.ReleasedEvent, events.FailedEvent,
+		events.AuditPassEvent, events.AuditSkipEvent:
 		return Debug
 	}
 	return Info

@@ -1,5 +1,5 @@
 // Package redislease keeps the partitions, leases and demand records of a
-// batcher.SharedResource in Redis, so that replicas of a service that already
+// sharing.Resource in Redis, so that replicas of a service that already
 // run Redis can share one capacity (a datastore's RU/s, a rate limit) without
 // Azure Storage. It lives in its own package so that the batcher module's
 // core does not depend on go-redis.
@@ -25,7 +25,7 @@
 // Every LeaseManager method is one Lua script (EVALSHA, falling back to EVAL
 // when a restarted server has forgotten it) or one command, hence one round
 // trip. Acquire is SET NX PX guarded by a check that the partition exists, so
-// a store that came back empty answers batcher.PartitionMissingError and the
+// a store that came back empty answers lease.PartitionMissingError and the
 // SharedResource provisions again. Renew and Release compare the stored owner
 // first and never extend or delete another owner's lease. Snapshot reads the
 // partitions, the leases and the live demand records at one instant and

@@ -7,7 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/costwise/batcher"
+	"github.com/costwise/batcher/sharing"
+
 	"github.com/costwise/batcher/redislease"
 	"github.com/redis/go-redis/v9"
 )
@@ -25,7 +26,7 @@ func ExampleNewSharedResource() {
 		WithFactor(1000).
 		WithReservedCapacity(1000)
 	res.AddListener(func(event string, val int, msg string, _ interface{}) {
-		if event == batcher.ErrorEvent {
+		if event == sharing.ErrorEvent {
 			log.Printf("capacity sharing: %s", msg)
 		}
 	})
@@ -55,7 +56,7 @@ func TestSharingCapacity(t *testing.T) {
 	prefix := testPrefix(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	start := func() *batcher.SharedResource {
+	start := func() *sharing.Resource {
 		res := redislease.NewSharedResource(c, prefix, 10000).WithFactor(1000).WithReservedCapacity(1000)
 		mustNil(t, res.Provision(ctx))
 		mustNil(t, res.Start(ctx))

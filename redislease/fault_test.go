@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/costwise/batcher"
+	"github.com/costwise/batcher/lease"
+	"github.com/costwise/batcher/sharing"
+
 	"github.com/costwise/batcher/redislease"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
@@ -28,7 +30,7 @@ func (l *eventLog) listen(event string, _ int, msg string, _ interface{}) {
 		l.counts = map[string]int{}
 	}
 	l.counts[event]++
-	if event == batcher.ErrorEvent {
+	if event == sharing.ErrorEvent {
 		l.errors = append(l.errors, msg)
 	}
 }
@@ -80,19 +82,19 @@ func TestServerRestartRecovery(t *testing.T) {
 	eventually(t, 5*time.Second, "full capacity on the first server", func() bool {
 		return res.Capacity() == reserved+shared
 	})
-	created := log.count(batcher.CreatedContainerEvent)
+	created := log.count(lease.CreatedContainerEvent)
 
 	srv.kill()
 	watchFall(t, res, reserved, 6*time.Second)
 	eventually(t, 5*time.Second, "an error event about the dead server", func() bool {
-		return log.count(batcher.ErrorEvent) > 0
+		return log.count(sharing.ErrorEvent) > 0
 	})
 
 	srv.start(t) // empty: no persistence
 	eventually(t, 15*time.Second, "full capacity on the restarted server", func() bool {
 		return res.Capacity() == reserved+shared
 	})
-	if log.count(batcher.CreatedContainerEvent) <= created {
+	if log.count(lease.CreatedContainerEvent) <= created {
 		t.Fatal("the resource won capacity back without provisioning the emptied store again")
 	}
 	keys, err := client.Keys(ctx, "{fault}:lease:*").Result()
@@ -115,7 +117,7 @@ func TestServerRestartRecovery(t *testing.T) {
 // watchFall checks, while the server is down, that capacity never rises
 // (nothing can be renewed or acquired) and reaches the reserved capacity
 // once the leases' validity windows have passed.
-func watchFall(t *testing.T, res *batcher.SharedResource, reserved uint32, within time.Duration) {
+func watchFall(t *testing.T, res *sharing.Resource, reserved uint32, within time.Duration) {
 	t.Helper()
 	last := res.Capacity()
 	deadline := time.Now().Add(within)
@@ -155,7 +157,7 @@ func TestReplicaAcks(t *testing.T) {
 	if owner := replicaClient.Get(ctx, "{acks}:lease:0").Val(); owner != "a" {
 		t.Fatalf("the replica has lease owner %q right after an acknowledged acquire, want a", owner)
 	}
-	_, isConflict := errorsAsType[batcher.LeaseConflictError](m.Acquire(ctx, 0, "b", time.Minute))
+	_, isConflict := errorsAsType[lease.ConflictError](m.Acquire(ctx, 0, "b", time.Minute))
 	if !isConflict {
 		t.Fatal("Acquire by b of a's acknowledged lease did not conflict")
 	}
@@ -168,7 +170,7 @@ func TestReplicaAcks(t *testing.T) {
 	}
 	snap, err := m.Snapshot(ctx, 2)
 	mustNil(t, err)
-	if snap.Partitions[1] != batcher.PartitionFree {
+	if snap.Partitions[1] != lease.PartitionFree {
 		t.Fatal("the unacknowledged lease was not released")
 	}
 	if _, ok := errorsAsType[redislease.ReplicationError](m.Renew(ctx, 0, "a", time.Minute)); !ok {

@@ -8,7 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/costwise/batcher"
+	"github.com/costwise/batcher/lease"
+
 	"github.com/redis/go-redis/v9"
 )
 
@@ -16,7 +17,7 @@ import (
 // An empty hash tag would not pin the keys to one slot of a Redis Cluster.
 const DefaultKeyPrefix = "batcher"
 
-// Manager is a batcher.LeaseManager that keeps partitions, leases and demand
+// Manager is a lease.Manager that keeps partitions, leases and demand
 // in Redis. All its keys start with the hash tag {prefix}, so every script
 // touches a single slot and runs unchanged on a single server, behind
 // Sentinel, or on a Redis Cluster. Lease expiry and demand expiry are
@@ -35,7 +36,7 @@ type Manager struct {
 	hold       time.Duration // placeholder lease on partitions recreated in an empty store
 }
 
-var _ batcher.LeaseManager = (*Manager)(nil)
+var _ lease.Manager = (*Manager)(nil)
 
 // Option configures a Manager made by New or NewSharedResource.
 type Option func(*Manager)
@@ -144,8 +145,8 @@ func (m *Manager) URL() string {
 // when this call created it (the store was empty), VerifiedContainerEvent
 // otherwise, then CreatedBlobEvent or VerifiedBlobEvent per partition.
 func (m *Manager) Provision(ctx context.Context, count int, report func(event string, val int, msg string)) error {
-	if count < 1 || count > batcher.MaxPartitions {
-		return fmt.Errorf("redislease: cannot provision %d partitions; the range is 1 to %d", count, batcher.MaxPartitions)
+	if count < 1 || count > lease.MaxPartitions {
+		return fmt.Errorf("redislease: cannot provision %d partitions; the range is 1 to %d", count, lease.MaxPartitions)
 	}
 	keys := m.keys(count, m.partitions)
 	res, err := provisionScript.Run(ctx, m.client, keys, count, holdMillis(m.hold), holdOwner).Slice()
@@ -160,15 +161,15 @@ func (m *Manager) Provision(ctx context.Context, count int, report func(event st
 		return nil
 	}
 	if created {
-		report(batcher.CreatedContainerEvent, 0, m.URL())
+		report(lease.CreatedContainerEvent, 0, m.URL())
 	} else {
-		report(batcher.VerifiedContainerEvent, 0, m.URL())
+		report(lease.VerifiedContainerEvent, 0, m.URL())
 	}
 	for i := 0; i < count; i++ {
 		if flags[i] == '1' {
-			report(batcher.CreatedBlobEvent, i, "")
+			report(lease.CreatedBlobEvent, i, "")
 		} else {
-			report(batcher.VerifiedBlobEvent, i, "")
+			report(lease.VerifiedBlobEvent, i, "")
 		}
 	}
 	return nil
@@ -189,43 +190,43 @@ func parseProvision(res []interface{}, count int) (created bool, flags string, o
 
 // Snapshot reads the partitions and the live demand records in one script,
 // at one instant of the server's clock, pruning the records that lapsed.
-func (m *Manager) Snapshot(ctx context.Context, count int) (batcher.LeaseSnapshot, error) {
-	if count < 0 || count > batcher.MaxPartitions {
-		return batcher.LeaseSnapshot{}, fmt.Errorf("redislease: cannot read %d partitions; the range is 0 to %d", count, batcher.MaxPartitions)
+func (m *Manager) Snapshot(ctx context.Context, count int) (lease.Snapshot, error) {
+	if count < 0 || count > lease.MaxPartitions {
+		return lease.Snapshot{}, fmt.Errorf("redislease: cannot read %d partitions; the range is 0 to %d", count, lease.MaxPartitions)
 	}
 	keys := m.keys(count, m.partitions, m.demand)
 	res, err := snapshotScript.Run(ctx, m.client, keys).Slice()
 	if err != nil {
-		return batcher.LeaseSnapshot{}, m.fail(ctx, "snapshot", err)
+		return lease.Snapshot{}, m.fail(ctx, "snapshot", err)
 	}
 	snap, ok := parseSnapshot(res, count)
 	if !ok {
-		return batcher.LeaseSnapshot{}, fmt.Errorf("redislease: snapshot got an unexpected reply %v", res)
+		return lease.Snapshot{}, fmt.Errorf("redislease: snapshot got an unexpected reply %v", res)
 	}
 	return snap, nil
 }
 
 // parseSnapshot decodes the reply of snapshotScript.
-func parseSnapshot(res []interface{}, count int) (batcher.LeaseSnapshot, bool) {
+func parseSnapshot(res []interface{}, count int) (lease.Snapshot, bool) {
 	if len(res) == 0 || len(res)%2 != 1 {
-		return batcher.LeaseSnapshot{}, false
+		return lease.Snapshot{}, false
 	}
 	states, ok := res[0].(string)
 	if !ok || len(states) != count {
-		return batcher.LeaseSnapshot{}, false
+		return lease.Snapshot{}, false
 	}
-	snap := batcher.LeaseSnapshot{
-		Partitions: make([]batcher.PartitionState, count),
+	snap := lease.Snapshot{
+		Partitions: make([]lease.PartitionState, count),
 		Demands:    make(map[string]uint32, (len(res)-1)/2),
 	}
 	for i := 0; i < count; i++ {
 		switch states[i] {
 		case '1':
-			snap.Partitions[i] = batcher.PartitionFree
+			snap.Partitions[i] = lease.PartitionFree
 		case '2':
-			snap.Partitions[i] = batcher.PartitionLeased
+			snap.Partitions[i] = lease.PartitionLeased
 		default:
-			snap.Partitions[i] = batcher.PartitionMissing
+			snap.Partitions[i] = lease.PartitionMissing
 		}
 	}
 	for j := 1; j < len(res); j += 2 {
@@ -233,7 +234,7 @@ func parseSnapshot(res []interface{}, count int) (batcher.LeaseSnapshot, bool) {
 		text, ok2 := res[j+1].(string)
 		n, err := strconv.ParseUint(text, 10, 32)
 		if !ok1 || !ok2 || err != nil {
-			return batcher.LeaseSnapshot{}, false
+			return lease.Snapshot{}, false
 		}
 		snap.Demands[owner] = uint32(n)
 	}
@@ -311,9 +312,9 @@ func leaseResult(n, partition int) error {
 	case resultOK:
 		return nil
 	case resultMissing:
-		return batcher.PartitionMissingError{Partition: partition}
+		return lease.PartitionMissingError{Partition: partition}
 	case resultConflict:
-		return batcher.LeaseConflictError{Partition: partition}
+		return lease.ConflictError{Partition: partition}
 	}
 	return fmt.Errorf("redislease: partition %d: unexpected script result %d", partition, n)
 }

@@ -7,7 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/costwise/batcher"
+	"github.com/costwise/batcher/lease"
+
 	"github.com/costwise/batcher/leasetest"
 	"github.com/costwise/batcher/redislease"
 	"github.com/redis/go-redis/v9"
@@ -24,7 +25,7 @@ func ctxFor(t *testing.T) context.Context {
 // the slack leaves room for a loaded machine under -race.
 func TestConformance(t *testing.T) {
 	c := sharedClient(t)
-	leasetest.RunWithOptions(t, func(t *testing.T) batcher.LeaseManager {
+	leasetest.RunWithOptions(t, func(t *testing.T) lease.Manager {
 		return redislease.New(c, testPrefix(t, c))
 	}, leasetest.Options{
 		LeaseDuration:       10 * time.Second,
@@ -63,7 +64,7 @@ func TestProvisionNamesTheResource(t *testing.T) {
 	prefix := testPrefix(t, c)
 	var msgs []string
 	report := func(event string, _ int, msg string) {
-		if event == batcher.CreatedContainerEvent || event == batcher.VerifiedContainerEvent {
+		if event == lease.CreatedContainerEvent || event == lease.VerifiedContainerEvent {
 			msgs = append(msgs, event+" "+msg)
 		}
 	}
@@ -71,7 +72,7 @@ func TestProvisionNamesTheResource(t *testing.T) {
 	mustNil(t, m.Provision(ctxFor(t), 1, report))
 	mustNil(t, m.Provision(ctxFor(t), 1, report))
 	url := "redis://" + redisAddr() + "/{" + prefix + "}"
-	want := []string{batcher.CreatedContainerEvent + " " + url, batcher.VerifiedContainerEvent + " " + url}
+	want := []string{lease.CreatedContainerEvent + " " + url, lease.VerifiedContainerEvent + " " + url}
 	if strings.Join(msgs, "|") != strings.Join(want, "|") {
 		t.Fatalf("container events %q, want %q", msgs, want)
 	}
@@ -91,14 +92,14 @@ func TestOwnerChecksLeaveTheLeaseAlone(t *testing.T) {
 	mustNil(t, m.Provision(ctx, 1, nil))
 	mustNil(t, m.Acquire(ctx, 0, "a", 5*time.Second))
 
-	_, isConflict := errorsAsType[batcher.LeaseConflictError](m.Renew(ctx, 0, "b", time.Hour))
+	_, isConflict := errorsAsType[lease.ConflictError](m.Renew(ctx, 0, "b", time.Hour))
 	if !isConflict {
 		t.Fatal("Renew by b of a's lease did not fail with a LeaseConflictError")
 	}
 	if ttl := c.PTTL(ctx, key).Val(); ttl <= 0 || ttl > 5*time.Second {
 		t.Fatalf("after b's renew the lease has ttl %v, want a's 5 s or less", ttl)
 	}
-	_, isConflict = errorsAsType[batcher.LeaseConflictError](m.Release(ctx, 0, "b"))
+	_, isConflict = errorsAsType[lease.ConflictError](m.Release(ctx, 0, "b"))
 	if !isConflict {
 		t.Fatal("Release by b of a's lease did not fail with a LeaseConflictError")
 	}
@@ -131,11 +132,11 @@ func TestLeaseTTLIsSetByTheServer(t *testing.T) {
 	mustNil(t, m.Acquire(ctx, 1, "a", 50*time.Millisecond))
 	eventually(t, 2*time.Second, "the 50 ms lease expires on the server", func() bool {
 		snap, err := m.Snapshot(ctx, 2)
-		return err == nil && snap.Partitions[1] == batcher.PartitionFree
+		return err == nil && snap.Partitions[1] == lease.PartitionFree
 	})
 	snap, err := m.Snapshot(ctx, 2)
 	mustNil(t, err)
-	if snap.Partitions[0] != batcher.PartitionLeased {
+	if snap.Partitions[0] != lease.PartitionLeased {
 		t.Fatal("the 2 s lease ended together with the 50 ms one")
 	}
 }
@@ -195,7 +196,7 @@ func TestEmptiedStoreReportsMissing(t *testing.T) {
 
 	snap, err := m.Snapshot(ctx, 2)
 	mustNil(t, err)
-	if snap.Partitions[0] != batcher.PartitionMissing || snap.Partitions[1] != batcher.PartitionMissing {
+	if snap.Partitions[0] != lease.PartitionMissing || snap.Partitions[1] != lease.PartitionMissing {
 		t.Fatalf("partitions %v after the store was emptied, want both missing", snap.Partitions)
 	}
 	for name, err := range map[string]error{
@@ -203,7 +204,7 @@ func TestEmptiedStoreReportsMissing(t *testing.T) {
 		"Renew":   m.Renew(ctx, 1, "a", time.Minute),
 		"Release": m.Release(ctx, 1, "a"),
 	} {
-		if missing, ok := errorsAsType[batcher.PartitionMissingError](err); !ok || missing.Partition != 1 {
+		if missing, ok := errorsAsType[lease.PartitionMissingError](err); !ok || missing.Partition != 1 {
 			t.Errorf("%s on an emptied store: %v, want PartitionMissingError for partition 1", name, err)
 		}
 	}
@@ -211,7 +212,7 @@ func TestEmptiedStoreReportsMissing(t *testing.T) {
 	mustNil(t, m.Provision(ctx, 2, func(event string, val int, _ string) {
 		created = append(created, event+strconv.Itoa(val))
 	}))
-	want := batcher.CreatedContainerEvent + "0 " + batcher.CreatedBlobEvent + "0 " + batcher.CreatedBlobEvent + "1"
+	want := lease.CreatedContainerEvent + "0 " + lease.CreatedBlobEvent + "0 " + lease.CreatedBlobEvent + "1"
 	if strings.Join(created, " ") != want {
 		t.Fatalf("re-provisioning reported %v, want %s", created, want)
 	}
@@ -231,10 +232,10 @@ func TestRestartHold(t *testing.T) {
 		mustNil(t, m.Provision(ctx, 2, nil))
 		snap, err := m.Snapshot(ctx, 2)
 		mustNil(t, err)
-		if snap.Partitions[0] != batcher.PartitionLeased || snap.Partitions[1] != batcher.PartitionLeased {
+		if snap.Partitions[0] != lease.PartitionLeased || snap.Partitions[1] != lease.PartitionLeased {
 			t.Fatalf("%s: partitions %v, want both held", what, snap.Partitions)
 		}
-		if _, ok := errorsAsType[batcher.LeaseConflictError](m.Acquire(ctx, 0, "a", time.Minute)); !ok {
+		if _, ok := errorsAsType[lease.ConflictError](m.Acquire(ctx, 0, "a", time.Minute)); !ok {
 			t.Fatalf("%s: Acquire of a held partition did not conflict", what)
 		}
 		eventually(t, 3*time.Second, what+": the hold ends", func() bool {
@@ -245,7 +246,7 @@ func TestRestartHold(t *testing.T) {
 	mustNil(t, m.Provision(ctx, 3, nil))
 	snap, err := m.Snapshot(ctx, 3)
 	mustNil(t, err)
-	if snap.Partitions[2] != batcher.PartitionFree {
+	if snap.Partitions[2] != lease.PartitionFree {
 		t.Fatalf("partition 2 added to a live store is %v, want free", snap.Partitions[2])
 	}
 	deleteKeys(c, prefix)
@@ -262,10 +263,10 @@ func TestRejectsOutOfRangeCounts(t *testing.T) {
 	if err := m.Provision(ctx, 0, nil); err == nil {
 		t.Error("Provision(0) succeeded")
 	}
-	if err := m.Provision(ctx, batcher.MaxPartitions+1, nil); err == nil {
+	if err := m.Provision(ctx, lease.MaxPartitions+1, nil); err == nil {
 		t.Error("Provision past MaxPartitions succeeded")
 	}
-	if _, err := m.Snapshot(ctx, batcher.MaxPartitions+1); err == nil {
+	if _, err := m.Snapshot(ctx, lease.MaxPartitions+1); err == nil {
 		t.Error("Snapshot past MaxPartitions succeeded")
 	}
 }

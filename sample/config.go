@@ -5,8 +5,16 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"time"
+
+	"github.com/costwise/batcher"
 )
+
+// maxReplicas is the most replicas --replicas allows: in one process, each
+// with its HTTP server, batcher and shared resource, the machine rather than
+// the library is the limit beyond that.
+const maxReplicas = 64
 
 // config holds every setting of the sample; parseFlags fills it from the
 // command line and check validates the combination.
@@ -23,13 +31,22 @@ type config struct {
 	replicas int
 	duration time.Duration
 	budget   uint32 // the datastore's provisioned RU/s
-	reserved uint32 // RU/s each replica always has
+	reserved int    // RU/s each replica always has, its interactive allowance; -1: the expected interactive RU/s
 	factor   uint32 // RU/s one shared partition is worth
 	cost     uint32 // RU per record
 	batch    uint32 // records per datastore request
 	workers  int    // concurrent requests per replica without the library
 	latency  time.Duration
-	headroom int // RU/s of the budget the replicas leave unused; -1: one request per replica
+	headroom int // RU/s of the budget the replicas leave unused; -1: one request per replica; default 1% of the budget
+	// maxInterval is the shared resources' WithMaxInterval; 0: 100 ms with
+	// the memory and Redis stores, the library's default with Azure.
+	maxInterval time.Duration
+
+	interactiveRate float64 // user requests per second to the whole service, spread evenly over the replicas
+	writeShare      float64 // share of them that are writes; the rest are point reads
+	readRU          uint32  // RU a point read costs
+	writeRU         uint32  // RU a small write costs
+	seed            uint64  // seed of the interactive arrivals, the same in both runs
 
 	single         bool
 	name           string
@@ -44,8 +61,11 @@ type config struct {
 }
 
 // defaultConfig returns go-batcher's example: a 20,000 RU/s container shared
-// by 4 replicas that each reserve 2,000 RU/s and share the other 12,000 in
-// partitions of 1,000, writing records of 10 RU.
+// by 4 replicas writing records of 10 RU; besides the bulk jobs the service
+// answers 400 user requests a second (a fifth of them writes of 5 RU, the
+// rest point reads of 1 RU). Each replica reserves its expected interactive
+// RU/s (180, rounded to 200); the rest of the budget, less a headroom, is
+// shared in partitions of 250 RU/s.
 func defaultConfig() config {
 	return config{
 		store:          "memory",
@@ -55,17 +75,24 @@ func defaultConfig() config {
 		replicas:       4,
 		duration:       30 * time.Second,
 		budget:         20000,
-		reserved:       2000,
-		factor:         1000,
+		reserved:       -1,
+		factor:         250,
 		cost:           10,
 		batch:          10,
 		workers:        8,
 		latency:        5 * time.Millisecond,
-		headroom:       -1,
+		headroom:       200,
 		compare:        true,
-		report:         "sample-report.html",
-		logFormat:      "console",
-		logLevel:       "info",
+
+		interactiveRate: 400,
+		writeShare:      0.2,
+		readRU:          1,
+		writeRU:         5,
+		seed:            1,
+
+		report:    "sample-report.html",
+		logFormat: "console",
+		logLevel:  "info",
 	}
 }
 
@@ -85,13 +112,19 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.replicas, "replicas", c.replicas, "replicas sharing the budget (with --single: how many processes will share it)")
 	fs.DurationVar(&c.duration, "duration", c.duration, "length the load is sized for: it needs about this long at the full budget")
 	u32(fs, &c.budget, "budget", "the datastore's provisioned throughput, in `RU/s`")
-	u32(fs, &c.reserved, "reserved", "`RU/s` reserved for each replica; the rest of the budget is shared")
+	fs.IntVar(&c.reserved, "reserved", c.reserved, "`RU/s` reserved for each replica, its allowance for interactive traffic (-1: its expected interactive RU/s, rounded up to a multiple of 50); the rest of the budget is shared")
 	u32(fs, &c.factor, "factor", "`RU/s` one shared partition is worth")
+	fs.DurationVar(&c.maxInterval, "max-interval", 0, "longest wait of a replica between two looks at the lease store while it needs partitions (0: 100ms with memory and redis, the library's default of 500ms with azure, whose calls are billed)")
+	fs.Float64Var(&c.interactiveRate, "interactive-rate", c.interactiveRate, "user `requests/s` to the whole service, spread evenly over the replicas (Poisson arrivals); 0 for none")
+	fs.Float64Var(&c.writeShare, "interactive-writes", c.writeShare, "`share` of the user requests that are small writes; the rest are point reads")
+	u32(fs, &c.readRU, "read-ru", "`RU` a point read costs")
+	u32(fs, &c.writeRU, "write-ru", "`RU` a small write costs")
+	fs.Uint64Var(&c.seed, "seed", c.seed, "seed of the user requests' arrivals and kinds (the same in both runs)")
 	u32(fs, &c.cost, "cost", "`RU` one record costs to write")
 	u32(fs, &c.batch, "batch", "`records` per datastore request (the watcher's MaxBatchSize)")
 	fs.IntVar(&c.workers, "workers", c.workers, "concurrent requests per replica in the run without the library")
 	fs.DurationVar(&c.latency, "latency", c.latency, "simulated datastore response time")
-	fs.IntVar(&c.headroom, "headroom", c.headroom, "`RU/s` of the budget left unused, taken from the reservations if they suffice, else from the shared capacity in whole partitions (-1: one request per replica, --replicas × --batch × --cost)")
+	fs.IntVar(&c.headroom, "headroom", c.headroom, "`RU/s` of the budget left unused, taken from the shared capacity, which is then rounded down to whole partitions (-1: one request per replica, --replicas × --batch × --cost)")
 	fs.BoolVar(&c.single, "single", false, "run one replica and its HTTP server until interrupted (share with other processes through azure or redis)")
 	fs.StringVar(&c.name, "name", "", "replica name with --single (default: replica-<pid>)")
 	fs.StringVar(&c.datastoreURL, "datastore-url", "", "with --single: write to the datastore served by another sample process (--serve-datastore)")
@@ -122,25 +155,46 @@ func u32(fs *flag.FlagSet, p *uint32, name, usage string) {
 	})
 }
 
-// shared returns the capacity the replicas share: the budget less every
-// replica's reservation, so that all the capacity handed out never exceeds
-// what the datastore accepts, and less the headroom when the reservations
-// cannot give it (rounded up to whole partitions: a partition is worth a
-// whole factor).
-func (c config) shared() uint32 {
-	s := c.budget - uint32(c.replicas)*c.reserved
-	if !c.headroomReserved() {
-		h := c.headroomRU()
-		s -= min(s, (h+c.factor-1)/c.factor*c.factor)
+// leaseInterval returns the max interval of the shared resources in
+// milliseconds: --max-interval, or 100 ms with the memory and Redis stores
+// (a look costs microseconds there) and the library's default with Azure
+// Blob Storage, where every call is billed.
+func (c config) leaseInterval() uint32 {
+	switch {
+	case c.maxInterval > 0:
+		return uint32(max(c.maxInterval.Milliseconds(), 1))
+	case c.store == "azure":
+		return batcher.DefaultMaxInterval
 	}
-	return s
+	return 100
+}
+
+// interactiveRU returns the RU/s the user requests cost each replica on
+// average: its part of the rate times the mean cost of a request.
+func (c config) interactiveRU() float64 {
+	mean := c.writeShare*float64(c.writeRU) + (1-c.writeShare)*float64(c.readRU)
+	return c.interactiveRate / float64(c.replicas) * mean
+}
+
+// reserve returns the capacity each replica reserves: --reserved, or, when
+// that is -1, the replica's expected interactive RU/s rounded up to a
+// multiple of 50. It is the replica's allowance for its user requests: a
+// replica with no bulk work holds no partition, and its interactive traffic
+// must still have room.
+func (c config) reserve() uint32 {
+	if c.reserved >= 0 {
+		return uint32(c.reserved)
+	}
+	return uint32(math.Ceil(c.interactiveRU()/50)) * 50
 }
 
 // headroomRU returns the RU/s the replicas leave unused. The datastore
 // counts fixed one-second windows, and a replica releasing at exactly its
 // capacity can land one request more than its share in a window when a
 // release due just before the boundary happens just after it (timer
-// jitter). One request per replica of headroom absorbs that.
+// jitter); a user request's charge reaches the batcher a moment after the
+// datastore counted it. The default, 1% of the budget, absorbs most of
+// that; -1 leaves one request per replica, which absorbs all of it.
 func (c config) headroomRU() uint32 {
 	if c.headroom < 0 {
 		return uint32(c.replicas) * c.batch * c.cost
@@ -148,20 +202,24 @@ func (c config) headroomRU() uint32 {
 	return uint32(c.headroom)
 }
 
-// headroomReserved reports whether the headroom comes out of the
-// reservations, which it does when they are large enough.
-func (c config) headroomReserved() bool {
-	return uint64(c.headroomRU()) <= uint64(c.replicas)*uint64(c.reserved)
+// shared returns the capacity the replicas share: the budget less every
+// replica's reservation and the headroom, rounded down to whole partitions
+// (a partition is worth a whole factor), so that all the capacity handed
+// out never exceeds what the datastore accepts. It is zero when nothing is
+// left.
+func (c config) shared() uint32 {
+	out := uint64(c.replicas)*uint64(c.reserve()) + uint64(c.headroomRU())
+	if out >= uint64(c.budget) {
+		return 0
+	}
+	s := c.budget - uint32(out)
+	return s / c.factor * c.factor
 }
 
-// reserve returns the capacity each replica reserves: --reserved, less its
-// part of the headroom when the headroom comes out of the reservations.
-func (c config) reserve() uint32 {
-	if !c.headroomReserved() {
-		return c.reserved
-	}
-	n := uint32(c.replicas)
-	return c.reserved - (c.headroomRU()+n-1)/n
+// unused returns the RU/s of the budget no replica can ever hold: the
+// headroom and what the rounding to partitions left.
+func (c config) unused() uint32 {
+	return c.budget - uint32(c.replicas)*c.reserve() - c.shared()
 }
 
 // check rejects combinations that cannot work.
@@ -177,16 +235,27 @@ func (c config) check() error {
 	switch {
 	case c.replicas < 1:
 		return errors.New("--replicas must be at least 1")
+	case c.maxInterval < 0 || c.maxInterval > time.Minute:
+		return errors.New("--max-interval must be between 0 and 1m")
 	case c.duration < time.Second:
 		return errors.New("--duration must be at least 1s")
 	case c.cost == 0 || c.batch == 0 || c.factor == 0:
 		return errors.New("--cost, --batch and --factor must be positive")
 	case c.workers < 1:
 		return errors.New("--workers must be at least 1")
-	case uint64(c.replicas)*uint64(c.reserved) >= uint64(c.budget):
-		return fmt.Errorf("--reserved %d × --replicas %d leaves nothing of --budget %d to share", c.reserved, c.replicas, c.budget)
+	case c.reserved < -1:
+		return errors.New("--reserved must be -1 (automatic) or at least 0")
+	case c.replicas > maxReplicas:
+		return fmt.Errorf("--replicas must be at most %d", maxReplicas)
+	case c.interactiveRate < 0 || c.interactiveRate > 100_000 || math.IsNaN(c.interactiveRate):
+		return errors.New("--interactive-rate must be between 0 and 100000")
+	case !(c.writeShare >= 0 && c.writeShare <= 1):
+		return errors.New("--interactive-writes must be between 0 and 1")
+	case c.readRU == 0 || c.writeRU == 0:
+		return errors.New("--read-ru and --write-ru must be positive")
 	case c.shared() == 0:
-		return fmt.Errorf("--headroom %d RU/s leaves nothing to share", c.headroomRU())
+		return fmt.Errorf("--reserved %d × --replicas %d and --headroom %d RU/s leave nothing of --budget %d to share in partitions of --factor %d",
+			c.reserve(), c.replicas, c.headroomRU(), c.budget, c.factor)
 	case uint64(c.cost)*uint64(c.batch) > uint64(c.budget):
 		return fmt.Errorf("one request (--batch %d × --cost %d RU) costs more than --budget %d", c.batch, c.cost, c.budget)
 	}

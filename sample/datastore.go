@@ -8,19 +8,26 @@ import (
 )
 
 // store is what a replica writes to: the in-process datastore or a client of
-// one served by another process. Write charges ru request units to replica's
-// account; a positive retryAfter means the request was throttled (HTTP 429)
-// and nothing was written.
+// one served by another process. Write sends one request costing ru request
+// units on replica's account, from the bulk jobs or, when interactive is
+// set, from a user's request; a positive retryAfter means the request was
+// throttled (HTTP 429): nothing was done and nothing charged.
 type store interface {
-	Write(ctx context.Context, replica string, ru uint32) (retryAfter time.Duration, err error)
+	Write(ctx context.Context, replica string, ru uint32, interactive bool) (retryAfter time.Duration, err error)
 }
 
-// usage counts what one replica did in one window.
+// usage counts what one replica did in one window. The first four fields
+// count every request; the Interactive ones count the interactive requests
+// among them, so the bulk jobs' part is the difference.
 type usage struct {
 	AcceptedRU  uint64 `json:"accepted_ru"`
 	Requests    uint64 `json:"requests"`
 	Throttled   uint64 `json:"throttled"` // 429 responses
 	ThrottledRU uint64 `json:"throttled_ru"`
+
+	InteractiveRU        uint64 `json:"interactive_ru"`
+	InteractiveRequests  uint64 `json:"interactive_requests"`
+	InteractiveThrottled uint64 `json:"interactive_throttled"`
 }
 
 // add accumulates u2 into u.
@@ -29,13 +36,22 @@ func (u *usage) add(u2 usage) {
 	u.Requests += u2.Requests
 	u.Throttled += u2.Throttled
 	u.ThrottledRU += u2.ThrottledRU
+	u.InteractiveRU += u2.InteractiveRU
+	u.InteractiveRequests += u2.InteractiveRequests
+	u.InteractiveThrottled += u2.InteractiveThrottled
 }
+
+// bulkRU returns the RU accepted from the bulk jobs.
+func (u usage) bulkRU() uint64 { return u.AcceptedRU - u.InteractiveRU }
 
 // Datastore simulates a Cosmos DB container with provisioned throughput:
 // time is cut into one-second windows counted from its creation, each
 // request is charged its cost in request units (RU), and a request that
 // would take the current window past the budget is refused with a 429 and a
-// retry-after that points at the next window. It counts, per window and per
+// retry-after that points at the next window. As in Cosmos DB, a throttled
+// request is not charged, but it still takes a round trip; what else it
+// costs (the wait, the retry budget) is the client's business. Interactive
+// and bulk requests are metered alike and counted apart. It counts, per window and per
 // replica, the RU accepted and the requests throttled. Every request also
 // takes the configured latency, as a network round trip would. It is safe
 // for concurrent use.
@@ -67,8 +83,8 @@ func (d *Datastore) Budget() uint64 { return d.budget }
 // Write charges ru to the current window, or throttles the request when the
 // window cannot take it. It answers after the simulated latency (or when
 // ctx ends, returning ctx.Err()).
-func (d *Datastore) Write(ctx context.Context, replica string, ru uint32) (time.Duration, error) {
-	retry := d.charge(replica, uint64(ru))
+func (d *Datastore) Write(ctx context.Context, replica string, ru uint32, interactive bool) (time.Duration, error) {
+	retry := d.charge(replica, uint64(ru), interactive)
 	if err := sleep(ctx, d.latency); err != nil {
 		return 0, err
 	}
@@ -78,7 +94,7 @@ func (d *Datastore) Write(ctx context.Context, replica string, ru uint32) (time.
 // charge does the accounting of Write under the lock and returns the
 // retry-after, zero when the request was accepted. The clock is read under
 // the lock so that windows only ever move forward.
-func (d *Datastore) charge(replica string, ru uint64) time.Duration {
+func (d *Datastore) charge(replica string, ru uint64, interactive bool) time.Duration {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	now := d.now()
@@ -86,21 +102,24 @@ func (d *Datastore) charge(replica string, ru uint64) time.Duration {
 	if k != d.window {
 		d.window, d.used = k, 0
 	}
-	u := d.slot(k, replica)
+	var c usage
+	retry := time.Duration(0)
 	if d.used+ru > d.budget {
-		u.Throttled++
-		u.ThrottledRU += ru
-		d.windows[k].Throttled++
-		d.windows[k].ThrottledRU += ru
-		retry := d.start.Add(time.Duration(k+1) * time.Second).Sub(now)
-		return max(retry, time.Millisecond)
+		c = usage{Throttled: 1, ThrottledRU: ru}
+		if interactive {
+			c.InteractiveThrottled = 1
+		}
+		retry = max(d.start.Add(time.Duration(k+1)*time.Second).Sub(now), time.Millisecond)
+	} else {
+		d.used += ru
+		c = usage{AcceptedRU: ru, Requests: 1}
+		if interactive {
+			c.InteractiveRU, c.InteractiveRequests = ru, 1
+		}
 	}
-	d.used += ru
-	u.AcceptedRU += ru
-	u.Requests++
-	d.windows[k].AcceptedRU += ru
-	d.windows[k].Requests++
-	return 0
+	d.slot(k, replica).add(c)
+	d.windows[k].add(c)
+	return retry
 }
 
 // slot returns replica's counters for window k, growing the tables.

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 )
@@ -16,9 +15,9 @@ type directBatch struct {
 
 // directIngester is the replica without the library: a fixed number of
 // workers send requests as fast as the datastore answers, each knowing
-// nothing of the other replicas. Like the Cosmos DB SDKs, a worker that gets
-// a 429 waits for the retry-after and sends the same request again, up to
-// maxAttempts times.
+// nothing of the other replicas. A worker that gets a 429 does what the
+// Cosmos DB SDKs do (sendWithRetries): it waits for the retry-after and
+// sends the same request again, within the SDK's retry budget.
 type directIngester struct {
 	r      *replica
 	work   chan directBatch
@@ -66,37 +65,27 @@ func (d *directIngester) worker() {
 	}
 }
 
-// write sends b until it is accepted, it was tried maxAttempts times, or
-// the replica stops.
+// write sends b through the SDK's retry policy (sendWithRetries): until
+// it is accepted, the retry budget runs out, or the replica stops.
 func (d *directIngester) write(b directBatch) {
 	r := d.r
 	ru := uint64(b.n) * uint64(b.j.ru)
-	for attempt := 1; ; attempt++ {
-		retry, err := r.store.Write(d.ctx, r.name, uint32(ru))
-		if err == nil && retry == 0 {
-			r.settle(b.j, b.n, 0, ru)
-			return
-		}
-		if retry > 0 {
-			r.throttled.Add(1)
-			b.j.throttled.Add(1)
-			r.log.Debug().Str("job", b.j.id).Dur("retry_after", retry).Msg("429 from the datastore")
-		} else if d.ctx.Err() == nil {
-			r.log.Warn().Err(err).Str("job", b.j.id).Msg("datastore request failed")
-			retry = 100 * time.Millisecond
-		}
-		if attempt >= maxAttempts {
-			b.j.fail(fmt.Errorf("gave up after %d attempts", maxAttempts))
-			r.settle(b.j, 0, b.n, 0)
-			return
-		}
-		if err := sleep(d.ctx, retry); err != nil {
-			b.j.fail(err)
-			r.settle(b.j, 0, b.n, 0)
-			return
-		}
+	res := sendWithRetries(d.ctx, r.store, r.name, uint32(ru), false)
+	r.throttled.Add(uint64(res.Throttled))
+	b.j.throttled.Add(int64(res.Throttled))
+	if res.Err == nil {
+		r.settle(b.j, b.n, 0, ru)
+		return
 	}
+	if d.ctx.Err() == nil {
+		r.log.Warn().Err(res.Err).Str("job", b.j.id).Msg("datastore request failed")
+	}
+	b.j.fail(res.Err)
+	r.settle(b.j, 0, b.n, 0)
 }
+
+// charge does nothing: without the library nothing keeps count.
+func (d *directIngester) charge(uint32) {}
 
 // capacity is 0: nothing limits this replica but the datastore.
 func (d *directIngester) capacity() uint32 { return 0 }

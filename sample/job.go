@@ -7,9 +7,8 @@ import (
 )
 
 // maxAttempts is how many times a record is sent before it counts as failed,
-// with and without the library; the Cosmos DB SDKs retry a throttled request
-// nine times by default, which makes ten attempts.
-const maxAttempts = 10
+// with and without the library: the first attempt and the SDK's 9 retries.
+const maxAttempts = 1 + sdkMaxRetries
 
 // ingestRequest is the body of POST /ingest.
 type ingestRequest struct {

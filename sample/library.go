@@ -19,12 +19,13 @@ const bufferSize = 200_000
 type libIngester struct {
 	r   *replica
 	b   *batcher.Batcher
-	lim sharedLimiter
+	lim *meteredLimiter
 }
 
-// newLibIngester provisions and starts lim, and starts a batcher limited by
-// it.
-func newLibIngester(ctx context.Context, r *replica, lim sharedLimiter) (*libIngester, error) {
+// newLibIngester provisions and starts shared, and starts a batcher limited
+// by it less what the replica's user requests spend (meteredLimiter).
+func newLibIngester(ctx context.Context, r *replica, shared sharedLimiter) (*libIngester, error) {
+	lim := newMeteredLimiter(shared)
 	li := &libIngester{r: r, lim: lim}
 	lim.AddListener(li.onLimiterEvent)
 	if err := lim.Provision(ctx); err != nil {
@@ -35,7 +36,7 @@ func newLibIngester(ctx context.Context, r *replica, lim sharedLimiter) (*libIng
 	}
 	li.b = batcher.New(bufferSize)
 	li.b.WithRateLimiter(lim)
-	if err := r.instrument(li.b, lim); err != nil {
+	if err := r.instrument(li.b, shared); err != nil {
 		lim.Stop()
 		return nil, fmt.Errorf("replica %s: metrics: %w", r.name, err)
 	}
@@ -61,16 +62,17 @@ func (li *libIngester) submit(ctx context.Context, j *job) (int, error) {
 	return j.records, nil
 }
 
-// write sends one batch as one datastore request. On a 429 it pauses the
-// batcher, as the library recommends when the datastore pushes back, and
-// enqueues the records again; a record that reached MaxAttempts fails.
+// write sends one batch as one datastore request. On a 429 it holds the
+// batcher's capacity at zero for the retry-after (meteredLimiter.hold),
+// which is how long the datastore said it has no room, and enqueues the
+// records again; a record that reached MaxAttempts fails.
 func (li *libIngester) write(j *job, ops []batcher.IOperation) {
 	r := li.r
 	var ru uint64
 	for _, op := range ops {
 		ru += uint64(op.Cost())
 	}
-	retry, err := r.store.Write(r.ctx, r.name, uint32(ru))
+	retry, err := r.store.Write(r.ctx, r.name, uint32(ru), false)
 	switch {
 	case err == nil && retry == 0:
 		r.settle(j, len(ops), 0, ru)
@@ -82,11 +84,12 @@ func (li *libIngester) write(j *job, ops []batcher.IOperation) {
 	case retry > 0:
 		r.throttled.Add(1)
 		j.throttled.Add(1)
-		r.log.Warn().Str("job", j.id).Uint64("ru", ru).Dur("retry_after", retry).Msg("429 from the datastore: pausing")
+		r.log.Warn().Str("job", j.id).Uint64("ru", ru).Dur("retry_after", retry).Msg("429 from the datastore: holding for the retry-after")
+		li.lim.hold(retry)
 	default:
 		r.log.Warn().Err(err).Str("job", j.id).Msg("datastore request failed: pausing")
+		li.b.Pause()
 	}
-	li.b.Pause()
 	li.requeue(j, ops)
 }
 
@@ -104,8 +107,12 @@ func (li *libIngester) requeue(j *job, ops []batcher.IOperation) {
 	}
 }
 
-// capacity returns the shared resource's capacity now.
-func (li *libIngester) capacity() uint32 { return li.lim.Capacity() }
+// capacity returns the shared resource's capacity now: what the replica
+// holds for its bulk jobs and its users together.
+func (li *libIngester) capacity() uint32 { return li.lim.held() }
+
+// charge counts ru spent by a user request through the replica's budget.
+func (li *libIngester) charge(ru uint32) { li.lim.charge(ru) }
 
 // shutdown lets the batcher release what it holds, within ctx, and then
 // stops the shared resource, which releases its partitions for the others.

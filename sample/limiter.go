@@ -51,10 +51,10 @@ func (l *limiters) make() (sharedLimiter, error) {
 	c := l.cfg
 	switch c.store {
 	case "memory":
-		return batcher.NewSharedResource(l.mem, c.shared()).
+		return batcher.NewSharedResource(l.mem, c.shared()).WithMaxInterval(c.leaseInterval()).
 			WithFactor(c.factor).WithReservedCapacity(c.reserve()), nil
 	case "redis":
-		return redislease.NewSharedResource(l.redis, c.redisPrefix, c.shared()).
+		return redislease.NewSharedResource(l.redis, c.redisPrefix, c.shared()).WithMaxInterval(c.leaseInterval()).
 			WithFactor(c.factor).WithReservedCapacity(c.reserve()), nil
 	}
 	return l.makeAzure()
@@ -67,6 +67,7 @@ func (l *limiters) makeAzure() (sharedLimiter, error) {
 	c := l.cfg
 	r := batcher.NewAzureSharedResource(c.azureAccount, c.azureContainer, c.shared()).
 		WithFactor(c.factor).WithReservedCapacity(c.reserve())
+	r.WithMaxInterval(c.leaseInterval())
 	if c.azureServiceURL != "" {
 		r.WithServiceURL(c.azureServiceURL)
 	}

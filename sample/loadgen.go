@@ -33,19 +33,17 @@ type jobOutcome struct {
 // scenario returns go-batcher's example scaled to cfg.duration: two large
 // jobs arrive at once at the first two replicas, then at a quarter of the
 // duration a smaller one arrives at each other replica. The sizes are set so
-// that, at the capacities the library gives (a replica with a job gets its
-// reservation plus its fair part of the shared capacity), the small jobs end
-// at about three quarters of the duration and the large ones at about the
-// duration: the datastore has a backlog from start to end.
+// that, with the room the user requests leave shared fairly among the
+// replicas with a job, the small jobs end at about three quarters of the
+// duration and the large ones at about the duration: the datastore has a
+// backlog from start to end.
 func scenario(cfg config) []jobSpec {
 	d := cfg.duration.Seconds()
 	n := cfg.replicas
 	large := min(2, n)
-	alone := float64(cfg.reserve()) + float64(cfg.shared())/float64(large) // RU/s of a large job's replica before and after the small jobs
-	together := float64(cfg.budget-cfg.headroomRU()) / float64(n)          // RU/s of every replica while all have jobs
-	if n == large {
-		together = alone
-	}
+	room := float64(cfg.budget-cfg.unused()) - cfg.interactiveRU()*float64(n) // RU/s the bulk jobs can have
+	alone := room / float64(large)                                            // RU/s of a large job's replica before and after the small jobs
+	together := room / float64(n)                                             // RU/s of every replica while all have jobs
 	largeRU := alone*d/2 + together*d/2
 	smallRU := together * d / 2
 	var specs []jobSpec

@@ -65,7 +65,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 // it; it prints the summary to stdout and writes the report.
 func demo(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer) ([]*runResult, error) {
 	log.Info().Int("replicas", cfg.replicas).Uint32("budget", cfg.budget).Uint32("reserved", cfg.reserve()).
-		Uint32("headroom", cfg.headroomRU()).Uint32("shared", cfg.shared()).Uint32("factor", cfg.factor).
+		Uint32("unused", cfg.unused()).Uint32("shared", cfg.shared()).Uint32("factor", cfg.factor).
+		Float64("user_rps", cfg.interactiveRate).Float64("user_ru_per_replica", cfg.interactiveRU()).
 		Uint32("ru_per_record", cfg.cost).Str("duration", cfg.duration.String()).Msg("run 1: with the library")
 	var runs []*runResult
 	res, err := runScenario(ctx, cfg, true, log.With().Str("run", "library").Logger())
@@ -83,6 +84,8 @@ func demo(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer)
 	}
 	fmt.Fprintln(stdout)
 	printSummary(stdout, runs)
+	printGoals(stdout, goals(cfg, runs))
+	fmt.Fprintln(stdout, "\n"+outcome(cfg, runs))
 	if cfg.report != "" {
 		if err := writeReport(cfg.report, cfg, runs); err != nil {
 			return runs, err

@@ -22,15 +22,18 @@ type probe struct {
 // second is the record of one datastore window, per replica in the order of
 // the run's names.
 type second struct {
-	K           int
-	RU          []uint64  // RU accepted
-	Throttled   []uint64  // 429s
-	ThrottledRU []uint64  // RU refused with a 429
-	Capacity    []float64 // mean capacity held over the window
-	Queue       []int64   // records outstanding at the end of the window
-	Backlog     []bool    // records outstanding at every sample of the window
-	Idle        []bool    // nothing outstanding at any sample of the window
-	Partial     bool      // the run ended within the window
+	K             int
+	RU            []uint64  // RU accepted
+	Throttled     []uint64  // 429s
+	ThrottledRU   []uint64  // RU refused with a 429
+	Capacity      []float64 // mean capacity held over the window
+	Queue         []int64   // records outstanding at the end of the window
+	Backlog       []bool    // records outstanding at every sample of the window
+	Idle          []bool    // nothing outstanding at any sample of the window
+	UserRU        []uint64  // RU accepted from user requests
+	UserThrottled []uint64  // 429s the user requests got
+	Users         userStats // the user requests answered in the window
+	Partial       bool      // the run ended within the window
 }
 
 // monitor samples the replicas ten times a second, in step with the
@@ -44,6 +47,7 @@ type monitor struct {
 	probe   func() []probe                      // nil when the replicas are elsewhere
 	window  func(k int, names []string) []usage // what each replica did in window k
 	refresh func() []string                     // when set, names are read again each window
+	users   func(k int) userStats               // the user requests answered in window k; nil for none
 	quiet   bool                                // skip the line of a window where nothing happened
 	keep    bool                                // keep the seconds in series (for the report)
 	log     zerolog.Logger
@@ -81,11 +85,15 @@ func (m *monitor) finish(k int, partial bool) {
 	n := len(m.names)
 	s := second{K: k, Partial: partial, RU: make([]uint64, n), Throttled: make([]uint64, n),
 		ThrottledRU: make([]uint64, n), Capacity: make([]float64, n), Queue: make([]int64, n),
-		Backlog: make([]bool, n), Idle: make([]bool, n)}
+		Backlog: make([]bool, n), Idle: make([]bool, n), UserRU: make([]uint64, n), UserThrottled: make([]uint64, n)}
 	var total usage
 	for i, u := range m.window(k, m.names) {
 		s.RU[i], s.Throttled[i], s.ThrottledRU[i] = u.AcceptedRU, u.Throttled, u.ThrottledRU
+		s.UserRU[i], s.UserThrottled[i] = u.InteractiveRU, u.InteractiveThrottled
 		total.add(u)
+	}
+	if m.users != nil {
+		s.Users = m.users(k)
 	}
 	if len(m.samples) == 0 && m.probe != nil {
 		m.samples = append(m.samples, m.probe())
@@ -130,6 +138,9 @@ func (m *monitor) logSecond(s second, total usage) {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "t=%3ds  %s/%s RU/s (%5.1f%%)  429s %-4d", s.K+1, num(total.AcceptedRU), num(m.budget), pct, total.Throttled)
+	if m.users != nil {
+		fmt.Fprintf(&b, " | users %d p99 %s 429s %d", s.Users.Requests, ms(s.Users.P99), total.InteractiveThrottled)
+	}
 	for i, name := range m.names {
 		fmt.Fprintf(&b, " | %s %s", name, num(s.RU[i]))
 		if m.limited {
@@ -158,9 +169,25 @@ func (m *monitor) logJSON(s second, total usage, pct float64) {
 		}
 		reps = reps.Dict(d)
 	}
-	m.log.Info().Int("second", s.K+1).Uint64("ru", total.AcceptedRU).Uint64("budget", m.budget).
-		Float64("utilisation_pct", pct).Uint64("throttled", total.Throttled).Array("replicas", reps).Msg("tick")
+	e := m.log.Info().Int("second", s.K+1).Uint64("ru", total.AcceptedRU).Uint64("budget", m.budget).
+		Float64("utilisation_pct", pct).Uint64("throttled", total.Throttled).
+		Uint64("user_ru", total.InteractiveRU).Uint64("user_throttled", total.InteractiveThrottled)
+	if m.users != nil {
+		e = e.Int("user_requests", s.Users.Requests).Float64("user_p99_ms", msf(s.Users.P99))
+	}
+	e.Array("replicas", reps).Msg("tick")
 }
+
+// ms formats a latency in milliseconds.
+func ms(d time.Duration) string {
+	if d >= 100*time.Millisecond {
+		return fmt.Sprintf("%.0f ms", msf(d))
+	}
+	return fmt.Sprintf("%.1f ms", msf(d))
+}
+
+// msf returns d in milliseconds.
+func msf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 func sumQueue(q []int64) int64 {
 	var t int64

@@ -18,8 +18,9 @@ import (
 
 // writeRequest is the body of POST /write.
 type writeRequest struct {
-	Replica string `json:"replica"`
-	RU      uint32 `json:"ru"`
+	Replica     string `json:"replica"`
+	RU          uint32 `json:"ru"`
+	Interactive bool   `json:"interactive,omitempty"`
 }
 
 // retryAfterHeader is the header Cosmos DB uses for the retry-after.
@@ -35,7 +36,7 @@ func datastoreHandler(d *Datastore) http.Handler {
 			http.Error(w, "body must be {\"replica\": name, \"ru\": n}", http.StatusBadRequest)
 			return
 		}
-		retry, err := d.Write(r.Context(), req.Replica, req.RU)
+		retry, err := d.Write(r.Context(), req.Replica, req.RU, req.Interactive)
 		if err != nil {
 			return // the client went away
 		}
@@ -68,8 +69,8 @@ func newRemoteStore(baseURL string) *remoteStore {
 
 // Write sends one request; a transport failure or an unexpected status is
 // an error, a 429 a retry-after.
-func (s *remoteStore) Write(ctx context.Context, replica string, ru uint32) (time.Duration, error) {
-	body, _ := json.Marshal(writeRequest{Replica: replica, RU: ru})
+func (s *remoteStore) Write(ctx context.Context, replica string, ru uint32, interactive bool) (time.Duration, error) {
+	body, _ := json.Marshal(writeRequest{Replica: replica, RU: ru, Interactive: interactive})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url, bytes.NewReader(body))
 	if err != nil {
 		return 0, err

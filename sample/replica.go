@@ -23,6 +23,8 @@ type ingester interface {
 	submit(ctx context.Context, j *job) (submitted int, err error)
 	// capacity returns the RU/s the replica may use now; 0 when unlimited.
 	capacity() uint32
+	// charge counts ru that one of the replica's user requests spent.
+	charge(ru uint32)
 	// shutdown finishes what was submitted, within ctx, and stops.
 	shutdown(ctx context.Context)
 }
@@ -40,10 +42,14 @@ type replica struct {
 	cancel context.CancelFunc
 
 	outstanding atomic.Int64  // records received and not yet written or failed
-	acceptedRU  atomic.Uint64 // RU the datastore accepted from this replica
-	throttled   atomic.Uint64 // 429s received
+	acceptedRU  atomic.Uint64 // RU the datastore accepted from this replica's bulk jobs
+	throttled   atomic.Uint64 // 429s the bulk jobs' requests received
 	failed      atomic.Uint64 // records given up on
 	seq         atomic.Int64
+
+	userRU        atomic.Uint64 // RU the user requests spent
+	userThrottled atomic.Uint64 // 429s the user requests met
+	userFailed    atomic.Uint64 // user requests answered with an error
 
 	srv     *http.Server
 	ln      net.Listener
@@ -67,6 +73,8 @@ func (r *replica) listen(port int) error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /ingest", r.handleIngest)
 	mux.HandleFunc("GET /stats", r.handleStats)
+	mux.HandleFunc("GET /items/{id}", r.handleItem)
+	mux.HandleFunc("PUT /items/{id}", r.handleItem)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	r.mountMetrics(mux)
 	r.ln = ln
@@ -130,17 +138,21 @@ func (r *replica) settle(j *job, written, failed int, ru uint64) {
 
 // replicaStats is the answer to GET /stats.
 type replicaStats struct {
-	Name        string `json:"name"`
-	Capacity    uint32 `json:"capacity"`
-	Outstanding int64  `json:"outstanding"`
-	AcceptedRU  uint64 `json:"accepted_ru"`
-	Throttled   uint64 `json:"throttled"`
-	Failed      uint64 `json:"failed"`
+	Name          string `json:"name"`
+	Capacity      uint32 `json:"capacity"`
+	Outstanding   int64  `json:"outstanding"`
+	AcceptedRU    uint64 `json:"accepted_ru"`
+	Throttled     uint64 `json:"throttled"`
+	Failed        uint64 `json:"failed"`
+	UserRU        uint64 `json:"user_ru"`
+	UserThrottled uint64 `json:"user_throttled"`
+	UserFailed    uint64 `json:"user_failed"`
 }
 
 func (r *replica) stats() replicaStats {
 	return replicaStats{Name: r.name, Capacity: r.ing.capacity(), Outstanding: r.outstanding.Load(),
-		AcceptedRU: r.acceptedRU.Load(), Throttled: r.throttled.Load(), Failed: r.failed.Load()}
+		AcceptedRU: r.acceptedRU.Load(), Throttled: r.throttled.Load(), Failed: r.failed.Load(),
+		UserRU: r.userRU.Load(), UserThrottled: r.userThrottled.Load(), UserFailed: r.userFailed.Load()}
 }
 
 func (r *replica) handleStats(w http.ResponseWriter, _ *http.Request) {

@@ -69,16 +69,16 @@ func TestRemoteStore(t *testing.T) {
 	defer srv.Close()
 	st := newRemoteStore(srv.URL)
 	ctx := context.Background()
-	if retry, err := st.Write(ctx, "pod-a", 800); err != nil || retry != 0 {
+	if retry, err := st.Write(ctx, "pod-a", 800, false); err != nil || retry != 0 {
 		t.Fatalf("first write: retry %v err %v, want accepted", retry, err)
 	}
-	retry, err := st.Write(ctx, "pod-b", 300)
+	retry, err := st.Write(ctx, "pod-b", 300, true)
 	if err != nil || retry < 750*time.Millisecond || retry > 752*time.Millisecond {
 		t.Fatalf("second write: retry %v err %v, want a 429 with about 750 ms", retry, err)
 	}
 	by, _ := ds.Window(0)
-	if by["pod-a"].AcceptedRU != 800 || by["pod-b"].Throttled != 1 {
-		t.Errorf("window 0 %+v, want pod-a 800 RU accepted and pod-b throttled once", by)
+	if by["pod-a"].AcceptedRU != 800 || by["pod-b"].Throttled != 1 || by["pod-b"].InteractiveThrottled != 1 {
+		t.Errorf("window 0 %+v, want pod-a 800 RU accepted and pod-b's interactive request throttled once", by)
 	}
 }
 

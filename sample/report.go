@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"html"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -15,7 +16,8 @@ table{border-collapse:collapse;margin:1em 0}td,th{border-bottom:1px solid #ddd;p
 th{background:#f4f4f4}td.n{text-align:right;font-variant-numeric:tabular-nums}
 svg{display:block;margin:.5em 0 1.5em}svg text{font-size:12px;fill:#333}svg .title{font-size:14px;font-weight:600}
 svg .grid{stroke:#e4e4e4}svg .budget{stroke:#c00;stroke-width:1.5;stroke-dasharray:6 4}svg .budget-label{fill:#c00}
-svg .mark{fill:#c00;font-size:11px}p.note{color:#555;font-size:14px}`
+svg .mark{fill:#c00;font-size:11px}p.note{color:#555;font-size:14px}p.outcome{font-size:17px;line-height:1.45}
+td.met{color:#176b21;font-weight:600}td.missed{color:#b00;font-weight:600}`
 
 // writeReport writes the HTML report of runs to path.
 func writeReport(path string, cfg config, runs []*runResult) error {
@@ -27,12 +29,17 @@ func reportHTML(cfg config, runs []*runResult, at time.Time) string {
 	var b strings.Builder
 	b.WriteString("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n")
 	b.WriteString("<title>batcher sample: sharing a datastore budget</title>\n<style>" + reportStyle + "</style></head><body>\n")
-	fmt.Fprintf(&b, "<h1>%d replicas sharing a %s RU/s datastore</h1>\n", cfg.replicas, num(uint64(cfg.budget)))
-	fmt.Fprintf(&b, `<p class="note">Generated %s. Each replica reserves %s RU/s and %s RU/s are shared in %d partitions of %s RU/s, leased through the %s store; %s RU/s of the budget are left as headroom for the datastore's one-second windows (see the sample's README). Records cost %s RU and are written %d to a request. The load is sized for %s at the full budget. Without the library each replica sends %d requests at a time and, like the Cosmos DB SDKs, retries a 429 after its retry-after.</p>`+"\n",
-		at.Format(time.RFC1123), num(uint64(cfg.reserve())), num(uint64(cfg.shared())), (cfg.shared()+cfg.factor-1)/cfg.factor,
-		num(uint64(cfg.factor)), html.EscapeString(cfg.store), num(uint64(cfg.budget-uint32(cfg.replicas)*cfg.reserve()-cfg.shared())), num(uint64(cfg.cost)), cfg.batch, cfg.duration, cfg.workers)
+	fmt.Fprintf(&b, "<h1>%d replicas sharing a %s RU/s datastore with their users</h1>\n", cfg.replicas, num(uint64(cfg.budget)))
+	fmt.Fprintf(&b, "<p class=\"outcome\">%s</p>\n", html.EscapeString(outcome(cfg, runs)))
+	writeGoals(&b, goals(cfg, runs))
+	fmt.Fprintf(&b, `<p class="note">Generated %s. Bulk jobs write records of %s RU, %d to a request; besides them the service answers %s user requests a second (point reads of %s RU, and a share %.0f%% of small writes of %s RU), spread over the replicas with Poisson arrivals, and sent by the SDK's retry policy (9 retries, 30 s of retry-after waits). With the library each replica reserves %s RU/s for its users, the user requests' RU are charged through the replica's budget, and %s RU/s are shared in %d partitions of %s RU/s, leased through the %s store; %s RU/s of the budget are left unused (headroom for the datastore's one-second windows). Without the library each replica sends %d bulk requests at a time. The simulated datastore answers every request in %s and throttles it, uncharged, when its one-second window is full.</p>`+"\n",
+		at.Format(time.RFC1123), num(uint64(cfg.cost)), cfg.batch, strconv.FormatFloat(cfg.interactiveRate, 'f', -1, 64),
+		num(uint64(cfg.readRU)), 100*cfg.writeShare, num(uint64(cfg.writeRU)), num(uint64(cfg.reserve())),
+		num(uint64(cfg.shared())), cfg.shared()/cfg.factor, num(uint64(cfg.factor)), html.EscapeString(cfg.store),
+		num(uint64(cfg.unused())), cfg.workers, cfg.latency)
 	b.WriteString("<h2>Summary</h2>\n")
 	writeTable(&b, summaryRows(runs))
+	writeLatencyChart(&b, cfg, runs)
 	yMax := float64(cfg.budget) * 1.15
 	for _, r := range runs {
 		for _, s := range r.Seconds {
@@ -78,6 +85,43 @@ func writeRun(b *strings.Builder, r *runResult, yMax float64) {
 			answered, num(uint64(o.Result.Throttled)), num(uint64(o.Result.Failed))})
 	}
 	writeTable(b, rows)
+}
+
+// writeGoals writes the goals table: each claim, its target, this run's
+// figure and whether it was met.
+func writeGoals(b *strings.Builder, gs []goal) {
+	b.WriteString("<table>\n<tr><th>with the library</th><th>goal</th><th>this run</th><th></th></tr>\n")
+	for _, g := range gs {
+		class, word := "met", "met"
+		if !g.Met {
+			class, word = "missed", "not met"
+		}
+		fmt.Fprintf(b, "<tr><td>%s</td><td>%s</td><td class=\"n\">%s</td><td class=\"%s\">%s</td></tr>\n",
+			html.EscapeString(g.What), html.EscapeString(g.Want), html.EscapeString(g.Got), class, word)
+	}
+	b.WriteString("</table>\n")
+}
+
+// writeLatencyChart draws the user requests' p99 latency in each second of
+// every run on one logarithmic chart, with the goal as a dashed line.
+func writeLatencyChart(b *strings.Builder, cfg config, runs []*runResult) {
+	var names []string
+	var values [][]float64
+	hi := 4 * float64(cfg.latency) / float64(time.Millisecond)
+	for _, r := range runs {
+		names = append(names, r.label())
+		var v []float64
+		for _, s := range r.Seconds {
+			p := msf(s.Users.P99)
+			v = append(v, p)
+			hi = max(hi, p)
+		}
+		values = append(values, v)
+	}
+	lo := max(float64(cfg.latency)/float64(time.Millisecond)/2, 0.1)
+	b.WriteString("<h2>User requests: p99 latency in each second</h2>\n")
+	b.WriteString(logLines("p99 latency of the user requests answered in each second, ms (log scale)", names, values,
+		2*msf(cfg.latency), "goal: 2 × the datastore's latency", lo, niceCeil(hi*1.1)))
 }
 
 // perReplica returns f for every replica and second of r.

@@ -18,8 +18,10 @@ type runResult struct {
 	Jobs     []jobOutcome
 	Elapsed  time.Duration // from the first job sent to the last answer
 	Windows  int           // datastore windows from the first job sent to the last answer
+	From, To time.Duration // the first job sent and the last answer, since window 0 began
 	Total    usage
-	Failed   uint64 // records given up on
+	Failed   uint64       // records given up on
+	Users    []userSample // the user requests
 }
 
 // label names the run in the summary and the report.
@@ -44,15 +46,25 @@ func runScenario(ctx context.Context, cfg config, lib bool, log zerolog.Logger) 
 		res.Names = append(res.Names, r.name)
 		urls[i] = r.url()
 	}
-	mon := newRunMonitor(cfg, ds, reps, lib, log)
+	users := newUserLog(ds.Start())
+	mon := newRunMonitor(cfg, ds, reps, lib, users, log)
 	monCtx, stopMon := context.WithCancel(ctx)
 	go mon.run(monCtx)
 
+	stopUsers, usersDone := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(usersDone)
+		runUsers(ctx, cfg, urls, users, stopUsers, log)
+	}()
 	t0 := time.Now()
 	res.Jobs = runLoad(ctx, scenario(cfg), urls, cfg.cost, log)
 	t1 := time.Now()
+	close(stopUsers)
+	<-usersDone
 	res.Elapsed = t1.Sub(t0)
-	res.Windows = int(t1.Sub(ds.Start())/time.Second) - int(t0.Sub(ds.Start())/time.Second) + 1
+	res.From, res.To = t0.Sub(ds.Start()), t1.Sub(ds.Start())
+	res.Windows = int(res.To/time.Second) - int(res.From/time.Second) + 1
+	res.Users = users.all()
 	stopMon()
 	<-mon.done
 	res.Seconds = mon.series
@@ -138,7 +150,7 @@ func startReplica(ctx context.Context, cfg config, name string, port int, st sto
 }
 
 // newRunMonitor watches the replicas of one run and the datastore.
-func newRunMonitor(cfg config, ds *Datastore, reps []*replica, lib bool, log zerolog.Logger) *monitor {
+func newRunMonitor(cfg config, ds *Datastore, reps []*replica, lib bool, users *userLog, log zerolog.Logger) *monitor {
 	names := make([]string, len(reps))
 	for i, r := range reps {
 		names[i] = r.name
@@ -154,6 +166,7 @@ func newRunMonitor(cfg config, ds *Datastore, reps []*replica, lib bool, log zer
 			return ps
 		},
 		window: datastoreWindow(ds),
+		users:  users.window,
 	}
 }
 

@@ -10,68 +10,59 @@ import (
 
 // summary is the headline numbers of one run.
 type summary struct {
-	Label       string
-	Elapsed     time.Duration
-	AcceptedRU  uint64
-	Utilisation float64 // RU accepted / (budget × the windows the load spans)
-	Windows     int
-	// BusyUtil is the share of the budget used in the windows where every
-	// replica had a backlog all the window; BusySeconds counts them.
+	Label   string
+	Elapsed time.Duration // the bulk jobs: first sent to last answered
+	BulkRU  uint64
+	// RoomUtil is the bulk jobs' RU against the room the user requests
+	// left (the budget less their RU, window by window) over the whole run,
+	// from the first job sent to the last answer; RoomSeconds is its length.
+	RoomUtil    float64
+	RoomSeconds float64
+	// BusyUtil is the share of the budget used (bulk and users) in the
+	// windows where every replica had a backlog all the window; BusySeconds
+	// counts them.
 	BusyUtil    float64
 	BusySeconds int
-	// SteadyUtil is the RU used against what could be used, in the windows
-	// where each replica either had a backlog all the window or nothing at
-	// all, at least one the former. With the library an idle replica's
-	// reservation cannot be used by the others, so what could be used is the
-	// budget less the idle replicas' reservations.
-	SteadyUtil    float64
-	SteadySeconds int
-	Throttled     uint64
-	ThrottledRU   uint64
-	Failed        uint64
+	Requests    uint64 // datastore requests, accepted or throttled
+	Throttled   uint64 // 429s in all
+	ThrottledRU uint64
+	Failed      uint64 // bulk records given up on
+	Users       userStats
 }
 
 // summarise computes r's headline numbers.
 func summarise(r *runResult) summary {
-	s := summary{Label: r.label(), Elapsed: r.Elapsed, AcceptedRU: r.Total.AcceptedRU,
-		Throttled: r.Total.Throttled, ThrottledRU: r.Total.ThrottledRU, Failed: r.Failed}
-	if s.Windows = r.Windows; s.Windows > 0 {
-		s.Utilisation = float64(r.Total.AcceptedRU) / (float64(r.Budget) * float64(s.Windows))
-	}
-	var busyRU, steadyRU, steadyCap float64
+	s := summary{Label: r.label(), Elapsed: r.Elapsed, BulkRU: r.Total.bulkRU(),
+		Requests: r.Total.Requests + r.Total.Throttled, Throttled: r.Total.Throttled,
+		ThrottledRU: r.Total.ThrottledRU, Failed: r.Failed, Users: statsOf(r.Users)}
+	var busyRU, room float64
 	for _, sec := range r.Seconds {
-		if sec.Partial {
-			continue
+		lo := max(time.Duration(sec.K)*time.Second, r.From)
+		hi := min(time.Duration(sec.K+1)*time.Second, r.To)
+		if hi > lo {
+			room += (hi - lo).Seconds() * (float64(r.Budget) - float64(sum(sec.UserRU)))
 		}
-		ru := float64(sum(sec.RU))
-		backlogged, idle := count(sec.Backlog), count(sec.Idle)
-		if backlogged == len(sec.Backlog) {
-			busyRU += ru
+		if !sec.Partial && count(sec.Backlog) == len(sec.Backlog) {
+			busyRU += float64(sum(sec.RU))
 			s.BusySeconds++
 		}
-		if backlogged > 0 && backlogged+idle == len(sec.Backlog) {
-			steadyRU += ru
-			steadyCap += float64(r.attainable(idle))
-			s.SteadySeconds++
-		}
+	}
+	s.RoomSeconds = (r.To - r.From).Seconds()
+	if room > 0 {
+		s.RoomUtil = float64(s.BulkRU) / room
 	}
 	if s.BusySeconds > 0 {
 		s.BusyUtil = busyRU / (float64(r.Budget) * float64(s.BusySeconds))
 	}
-	if steadyCap > 0 {
-		s.SteadyUtil = steadyRU / steadyCap
-	}
 	return s
 }
 
-// attainable returns the RU/s the busy replicas can use when idle replicas
-// have nothing to do: without the library all of the budget, with it the
-// budget less the idle replicas' reservations.
-func (r *runResult) attainable(idle int) uint64 {
-	if !r.Library {
-		return r.Budget
+// throttledShare returns the 429s as a share of the requests.
+func (s summary) throttledShare() float64 {
+	if s.Requests == 0 {
+		return 0
 	}
-	return r.Budget - uint64(idle)*uint64(r.Reserved)
+	return float64(s.Throttled) / float64(s.Requests)
 }
 
 func sum(xs []uint64) uint64 {
@@ -114,20 +105,30 @@ func summaryRows(runs []*runResult) [][]string {
 		}
 		rows = append(rows, row)
 	}
-	add("total time", func(s summary) string { return secs(s.Elapsed) })
-	add("RU accepted", func(s summary) string { return num(s.AcceptedRU) })
-	add("utilisation of the budget, whole run", func(s summary) string {
-		return fmt.Sprintf("%s over %d s", pct(s.Utilisation), s.Windows)
+	add("bulk: total time", func(s summary) string { return secs(s.Elapsed) })
+	add("bulk: RU accepted", func(s summary) string { return num(s.BulkRU) })
+	add("bulk: utilisation of the room users left, whole run", func(s summary) string {
+		return fmt.Sprintf("%s over %.1f s", pct(s.RoomUtil), s.RoomSeconds)
 	})
-	add("utilisation while every replica has a backlog", func(s summary) string {
+	add("budget used while every replica has a backlog", func(s summary) string {
 		return fmt.Sprintf("%s over %d s", pct(s.BusyUtil), s.BusySeconds)
 	})
-	add("utilisation of what busy replicas can use", func(s summary) string {
-		return fmt.Sprintf("%s over %d s", pct(s.SteadyUtil), s.SteadySeconds)
+	add("bulk: records lost", func(s summary) string { return num(s.Failed) })
+	add("user requests", func(s summary) string { return num(uint64(s.Users.Requests)) })
+	add("user requests throttled", func(s summary) string {
+		return fmt.Sprintf("%s (%s × 429)", num(uint64(s.Users.Throttled)), num(uint64(s.Users.Retries)))
 	})
-	add("429 responses", func(s summary) string { return num(s.Throttled) })
+	add("user requests failed", func(s summary) string { return num(uint64(s.Users.Failed)) })
+	add("user latency p50 / p99 / max", func(s summary) string {
+		return fmt.Sprintf("%s / %s / %s", ms(s.Users.P50), ms(s.Users.P99), ms(s.Users.Max))
+	})
+	add("user latency in the replica p99 / max", func(s summary) string {
+		return fmt.Sprintf("%s / %s", ms(s.Users.ServedP99), ms(s.Users.ServedMax))
+	})
+	add("429s in all", func(s summary) string {
+		return fmt.Sprintf("%s of %s requests (%.2f%%)", num(s.Throttled), num(s.Requests), 100*s.throttledShare())
+	})
 	add("RU refused with a 429", func(s summary) string { return num(s.ThrottledRU) })
-	add("records given up on", func(s summary) string { return num(s.Failed) })
 	for j, o := range runs[0].Jobs {
 		row := []string{fmt.Sprintf("job %s (%s, %s records, from %s)", o.Spec.Name,
 			runs[0].Names[o.Spec.Replica], num(uint64(o.Spec.Records)), secs(o.Spec.At))}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"html"
 	"math"
+	"strconv"
 	"strings"
 )
 
@@ -141,4 +142,70 @@ func niceStep(raw float64) float64 {
 		}
 	}
 	return 10 * p
+}
+
+// logLines returns one step line per series on a logarithmic y axis from
+// yMin to yMax, with a dashed line at limit (0 for none) labelled
+// limitLabel. Values at or below zero (a second without data) leave a gap.
+func logLines(title string, names []string, values [][]float64, limit float64, limitLabel string, yMin, yMax float64) string {
+	c := &chart{title: title, names: names, values: values, yMax: yMax, w: 820, h: 300, left: 64, bottom: 44, top: 26}
+	lo, hi := math.Log10(yMin), math.Log10(yMax)
+	y := func(v float64) float64 {
+		v = min(max(v, yMin), yMax)
+		return float64(c.top) + c.plotH()*(1-(math.Log10(v)-lo)/(hi-lo))
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg viewBox="0 0 %d %d" width="%d" height="%d" role="img" aria-label="%s">`+"\n",
+		c.w, c.h, c.w, c.h, html.EscapeString(title))
+	fmt.Fprintf(&b, `<text x="%d" y="16" class="title">%s</text>`+"\n", c.left, html.EscapeString(title))
+	for p := math.Floor(lo); p <= hi; p++ {
+		for _, m := range []float64{1, 2, 5} {
+			v := m * math.Pow(10, p)
+			if v < yMin*0.999 || v > yMax*1.001 {
+				continue
+			}
+			fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" class="grid"/>`, c.left, c.w-12, y(v), y(v))
+			fmt.Fprintf(&b, `<text x="%d" y="%.1f" class="axis" text-anchor="end">%s</text>`+"\n", c.left-6, y(v)+4, strconv.FormatFloat(v, 'g', -1, 64))
+		}
+	}
+	every := max(1, int(math.Ceil(float64(c.seconds())/15)))
+	for k := 0; k <= c.seconds(); k += every {
+		fmt.Fprintf(&b, `<text x="%.1f" y="%d" class="axis" text-anchor="middle">%d</text>`, c.x(float64(k)), c.h-c.bottom+16, k)
+	}
+	fmt.Fprintf(&b, `<text x="%.1f" y="%d" class="axis" text-anchor="middle">seconds</text>`+"\n", c.x(float64(c.seconds())/2), c.h-c.bottom+30)
+	for i, v := range values {
+		var pts []string
+		flush := func() {
+			if len(pts) > 0 {
+				fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>`+"\n", colour(i), strings.Join(pts, " "))
+				pts = pts[:0]
+			}
+		}
+		for k, val := range v {
+			if val <= 0 {
+				flush()
+				continue
+			}
+			pts = append(pts, fmt.Sprintf("%.1f,%.1f %.1f,%.1f", c.x(float64(k)), y(val), c.x(float64(k+1)), y(val)))
+			fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="6" fill="none"><title>%s, second %d: %.1f</title></rect>`+"\n",
+				c.x(float64(k)), y(val)-3, c.x(float64(k+1))-c.x(float64(k)), html.EscapeString(names[i]), k+1, val)
+		}
+		flush()
+	}
+	x := float64(c.left)
+	ly := c.h - 6
+	if limit > 0 {
+		fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" class="budget"/>`+"\n", c.left, c.w-12, y(limit), y(limit))
+	}
+	for i, name := range names {
+		fmt.Fprintf(&b, `<rect x="%.0f" y="%d" width="10" height="10" fill="%s"/><text x="%.0f" y="%d" class="axis">%s</text>`,
+			x, ly-9, colour(i), x+14, ly, html.EscapeString(name))
+		x += 30 + 7*float64(len(name))
+	}
+	if limit > 0 {
+		fmt.Fprintf(&b, `<line x1="%.0f" x2="%.0f" y1="%d" y2="%d" class="budget"/><text x="%.0f" y="%d" class="budget-label">%s</text>`,
+			x+4, x+28, ly-4, ly-4, x+32, ly, html.EscapeString(limitLabel))
+	}
+	b.WriteString("</svg>\n")
+	return b.String()
 }

@@ -10,13 +10,14 @@ import (
 
 	"github.com/costwise/batcher"
 	"github.com/costwise/batcher/batchertest"
+	"github.com/costwise/batcher/leasetest"
 	batcherprom "github.com/costwise/batcher/metrics/prometheus"
 )
 
 // startShared returns a started SharedResource on a memory lease manager:
 // ten partitions of one unit each plus a reserved capacity of 2, looking at
 // the store every 20 ms at most.
-func startShared(t *testing.T, mgr *batcher.MemoryLeaseManager) *batcher.SharedResource {
+func startShared(t *testing.T, mgr batcher.LeaseManager) *batcher.SharedResource {
 	t.Helper()
 	r := batcher.NewSharedResource(mgr, 10).WithReservedCapacity(2).WithMaxInterval(20).WithOwner("replica-a")
 	if err := r.Provision(context.Background()); err != nil {
@@ -55,7 +56,7 @@ func TestLimiterCollectorPlain(t *testing.T) {
 // resource leases them, then loses the store, then stops and gives them
 // back. The metrics must follow each step.
 func TestLimiterCollectorFollowsSharedResource(t *testing.T) {
-	mgr := batcher.NewMemoryLeaseManager()
+	mgr := leasetest.NewFaultManager(batcher.NewMemoryLeaseManager())
 	r := startShared(t, mgr)
 	reg := prom.NewPedanticRegistry()
 	if _, err := batcherprom.RegisterLimiter(reg, r, batcherprom.Options{}); err != nil {

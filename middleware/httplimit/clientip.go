@@ -116,9 +116,19 @@ func (c *ClientIP) Key(r *http.Request) string {
 	if !ok {
 		return ""
 	}
+	if a.Is4() && (c.IPv4Prefix == 0 || c.IPv4Prefix == 32) {
+		return text // canonical already: ParseAddr rejects other IPv4 forms
+	}
+	return c.AddrKey(a)
+}
+
+// AddrKey returns a as a limit key, masked as Key masks client addresses:
+// for callers that know the address already, such as a gRPC peer.
+func (c *ClientIP) AddrKey(a netip.Addr) string {
+	a = a.Unmap().WithZone("")
 	if a.Is4() {
 		if c.IPv4Prefix == 0 || c.IPv4Prefix == 32 {
-			return text // canonical already: ParseAddr rejects other IPv4 forms
+			return a.String()
 		}
 		return netip.PrefixFrom(a, c.IPv4Prefix).Masked().String()
 	}

@@ -2,8 +2,12 @@ package httplimit_test
 
 import (
 	"fmt"
+	"log"
 	"net/http"
+	"net/http/httptest"
 	"time"
+
+	"github.com/costwise/batcher/limit"
 
 	"github.com/costwise/batcher/middleware/httplimit"
 )
@@ -39,4 +43,40 @@ func ExampleWriteHeaders() {
 	//   X-RateLimit-Limit: 100
 	//   X-RateLimit-Remaining: 42
 	//   X-RateLimit-Reset: 1700000017
+}
+
+// Two lines wrap any net/http handler: per-client-IP and per-API-key
+// limits, decided together.
+func ExampleNew() {
+	store, err := limit.NewMemory(limit.MemoryOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	rl, err := httplimit.New(httplimit.Options{
+		Store: store,
+		Policies: []httplimit.Policy{
+			{Name: "per-ip", Limit: limit.GCRA(limit.PerMinute(100), 2)},
+			{Name: "per-key", Limit: limit.TokenBucket(1000, limit.PerMinute(1000)), Key: httplimit.KeyHeader("X-API-Key")},
+		},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /hello", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "hello") })
+	srv := httptest.NewServer(rl.Handler(mux))
+	defer srv.Close()
+
+	for i := 0; i < 3; i++ {
+		res, err := http.Get(srv.URL + "/hello")
+		if err != nil {
+			log.Fatal(err)
+		}
+		res.Body.Close()
+		fmt.Printf("%d %s %s retry=%s\n", res.StatusCode, res.Header.Get("RateLimit-Policy"), res.Header.Get("RateLimit"), res.Header.Get("Retry-After"))
+	}
+	// Output:
+	// 200 "per-ip";q=2;w=2 "per-ip";r=1;t=1 retry=
+	// 200 "per-ip";q=2;w=2 "per-ip";r=0;t=2 retry=
+	// 429 "per-ip";q=2;w=2 "per-ip";r=0;t=1 retry=1
 }

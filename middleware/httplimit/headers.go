@@ -152,29 +152,39 @@ func closer(a, b *Status) bool {
 // statuses. It does not write Retry-After: see RetryAfter.
 func WriteHeaders(h http.Header, f HeaderFormat, now time.Time, statuses ...Status) {
 	i := Closest(statuses)
-	if i < 0 {
+	if i < 0 || f == HeaderNone {
 		return
 	}
 	s := &statuses[i]
-	switch f {
-	case HeaderDraft:
-		h[fieldPolicy] = []string{PolicyField(s.Policy, s.Limit, s.Window)}
-		h[fieldRateLimit] = []string{RateLimitField(s.Policy, s.Remaining, s.resetAfter())}
-	case HeaderTrio:
-		h[fieldLimit] = []string{strconv.FormatInt(clampInt(s.Limit), 10)}
-		h[fieldRemaining] = []string{strconv.FormatInt(clampInt(s.Remaining), 10)}
-		h[fieldReset] = []string{strconv.FormatInt(Seconds(s.resetAfter()), 10)}
-	case HeaderX:
-		h[fieldXLimit] = []string{strconv.FormatInt(clampInt(s.Limit), 10)}
-		h[fieldXRemaining] = []string{strconv.FormatInt(clampInt(s.Remaining), 10)}
-		h[fieldXReset] = []string{strconv.FormatInt(now.Add(s.resetAfter()).Unix()+boolInt(roundsUp(now, s.resetAfter())), 10)}
+	policy := ""
+	if f == HeaderDraft {
+		policy = PolicyField(s.Policy, s.Limit, s.Window)
 	}
+	writeStatus(h, f, now, s, policy)
 }
 
-// roundsUp reports whether now+d falls inside a second, so that the Unix
-// time of the reset must be rounded up to never be early.
-func roundsUp(now time.Time, d time.Duration) bool {
-	return now.Add(d).Nanosecond() != 0
+// writeStatus writes the fields of format f for s; policy is s's
+// RateLimit-Policy item, which the middleware computes once per policy.
+func writeStatus(h http.Header, f HeaderFormat, now time.Time, s *Status, policy string) {
+	switch f {
+	case HeaderDraft:
+		v := make([]string, 2) // one allocation backs both fields' values
+		v[0], v[1] = policy, RateLimitField(s.Policy, s.Remaining, s.resetAfter())
+		h[fieldPolicy], h[fieldRateLimit] = v[0:1:1], v[1:2:2]
+	case HeaderTrio:
+		v := make([]string, 3)
+		v[0] = strconv.FormatInt(clampInt(s.Limit), 10)
+		v[1] = strconv.FormatInt(clampInt(s.Remaining), 10)
+		v[2] = strconv.FormatInt(Seconds(s.resetAfter()), 10)
+		h[fieldLimit], h[fieldRemaining], h[fieldReset] = v[0:1:1], v[1:2:2], v[2:3:3]
+	case HeaderX:
+		reset := now.Add(s.resetAfter())
+		v := make([]string, 3)
+		v[0] = strconv.FormatInt(clampInt(s.Limit), 10)
+		v[1] = strconv.FormatInt(clampInt(s.Remaining), 10)
+		v[2] = strconv.FormatInt(reset.Unix()+boolInt(reset.Nanosecond() != 0), 10)
+		h[fieldXLimit], h[fieldXRemaining], h[fieldXReset] = v[0:1:1], v[1:2:2], v[2:3:3]
+	}
 }
 
 func boolInt(b bool) int64 {
@@ -224,8 +234,8 @@ func PolicyField(policy string, quota int64, window time.Duration) string {
 // field: the policy name as a structured-field string, r the remaining
 // quota and t the seconds, rounded up, until it is restored.
 func RateLimitField(policy string, remaining int64, reset time.Duration) string {
-	b := make([]byte, 0, len(policy)+32)
-	b = appendSFString(b, policy)
+	var buf [64]byte // on the stack: the only allocation is the string
+	b := appendSFString(buf[:0], policy)
 	b = append(b, ";r="...)
 	b = strconv.AppendInt(b, clampInt(remaining), 10)
 	b = append(b, ";t="...)

@@ -1,0 +1,115 @@
+package leasetest
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/costwise/batcher/lease"
+)
+
+// FaultManager is a lease.Manager that wraps another one and injects the
+// faults tests need: a store that fails every call (SetFailure), a store that
+// loses its data (Swap to an empty one), and a count of the calls made
+// (Calls), to measure storage transactions. It keeps such hooks off the
+// production managers. It is safe for concurrent use.
+type FaultManager struct {
+	mu      sync.Mutex // guards inner and failure
+	inner   lease.Manager
+	failure error
+	calls   atomic.Uint64
+}
+
+// NewFaultManager returns a FaultManager that passes every call on to m
+// until told otherwise.
+func NewFaultManager(m lease.Manager) *FaultManager {
+	return &FaultManager{inner: m}
+}
+
+// SetFailure makes every later call fail with err, without reaching the
+// wrapped manager, until it is called again with nil. It imitates an
+// unreachable or throttling store.
+func (f *FaultManager) SetFailure(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failure = err
+}
+
+// Swap makes later calls go to m. Swapping in an empty store imitates a
+// store that lost its data (container deleted, emulator restarted): every
+// partition, lease and demand record is gone.
+func (f *FaultManager) Swap(m lease.Manager) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.inner = m
+}
+
+// Calls returns how many calls were made, failed ones included.
+func (f *FaultManager) Calls() uint64 { return f.calls.Load() }
+
+// begin counts a call and returns the manager to pass it to, or the error it
+// must fail with.
+func (f *FaultManager) begin(ctx context.Context) (lease.Manager, error) {
+	f.calls.Add(1)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.inner, f.failure
+}
+
+// Provision passes the call on unless a failure is set.
+func (f *FaultManager) Provision(ctx context.Context, count int, report func(event string, val int, msg string)) error {
+	m, err := f.begin(ctx)
+	if err != nil {
+		return err
+	}
+	return m.Provision(ctx, count, report)
+}
+
+// Snapshot passes the call on unless a failure is set.
+func (f *FaultManager) Snapshot(ctx context.Context, count int) (lease.Snapshot, error) {
+	m, err := f.begin(ctx)
+	if err != nil {
+		return lease.Snapshot{}, err
+	}
+	return m.Snapshot(ctx, count)
+}
+
+// Acquire passes the call on unless a failure is set.
+func (f *FaultManager) Acquire(ctx context.Context, partition int, owner string, d time.Duration) error {
+	m, err := f.begin(ctx)
+	if err != nil {
+		return err
+	}
+	return m.Acquire(ctx, partition, owner, d)
+}
+
+// Renew passes the call on unless a failure is set.
+func (f *FaultManager) Renew(ctx context.Context, partition int, owner string, d time.Duration) error {
+	m, err := f.begin(ctx)
+	if err != nil {
+		return err
+	}
+	return m.Renew(ctx, partition, owner, d)
+}
+
+// Release passes the call on unless a failure is set.
+func (f *FaultManager) Release(ctx context.Context, partition int, owner string) error {
+	m, err := f.begin(ctx)
+	if err != nil {
+		return err
+	}
+	return m.Release(ctx, partition, owner)
+}
+
+// PublishDemand passes the call on unless a failure is set.
+func (f *FaultManager) PublishDemand(ctx context.Context, owner string, partitions uint32, ttl time.Duration) error {
+	m, err := f.begin(ctx)
+	if err != nil {
+		return err
+	}
+	return m.PublishDemand(ctx, owner, partitions, ttl)
+}

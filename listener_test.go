@@ -1,0 +1,122 @@
+package batcher_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/costwise/batcher"
+)
+
+// TestListenerMayStopShutdownAndEnqueue checks that a listener may call
+// Shutdown, Stop and a blocking Enqueue on a full buffer without deadlock,
+// and that every event is still delivered in order, the shutdown event last.
+func TestListenerMayStopShutdownAndEnqueue(t *testing.T) {
+	for _, call := range []string{"Stop", "Shutdown", "Enqueue"} {
+		t.Run(call, func(t *testing.T) {
+			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+			b := batcher.New(1).WithEmitBatch()
+			w := batcher.NewWatcher(func([]batcher.IOperation) {})
+			done := make(chan error, 1)
+			last := make(chan []string, 1)
+			var seen []string // the notifier's only
+			b.AddListener(func(event string, val int, msg string, md interface{}) {
+				seen = append(seen, event)
+				if event == batcher.ShutdownEvent {
+					last <- seen
+				}
+				if event != batcher.BatchEvent || len(seen) > 1 {
+					return
+				}
+				switch call {
+				case "Stop":
+					b.Stop()
+					done <- nil
+				case "Shutdown":
+					done <- b.Shutdown(context.Background())
+				case "Enqueue":
+					// The buffer holds one operation: the first waits for
+					// room that only the loop can make.
+					err := b.Enqueue(batcher.NewOperation(w, 1, 1, false))
+					if err == nil {
+						err = b.Enqueue(batcher.NewOperation(w, 1, 2, false))
+					}
+					done <- err
+				}
+			})
+			if err := b.Start(); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Enqueue(batcher.NewOperation(w, 1, 0, false)); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("%s from a listener: %v", call, err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("%s from a listener did not return", call)
+			}
+			b.Stop()
+			// Stop does not wait for the delivery while a listener runs, as
+			// the one that called Stop may still; the shutdown event comes
+			// last all the same.
+			select {
+			case got := <-last:
+				if got[0] != batcher.BatchEvent || got[len(got)-1] != batcher.ShutdownEvent {
+					t.Fatalf("events %v: want the batch event first and the shutdown event last", got)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("no shutdown event")
+			}
+		})
+	}
+}
+
+// TestZeroValueBatcher checks that the zero value refuses to start with
+// BufferNotAllocated instead of panicking, and that Stop and Shutdown on it
+// return.
+func TestZeroValueBatcher(t *testing.T) {
+	var b batcher.Batcher
+	if err := b.Start(); !errors.As(err, new(batcher.BufferNotAllocated)) {
+		t.Fatalf("Start on the zero value: %v, want BufferNotAllocated", err)
+	}
+	w := batcher.NewWatcher(func([]batcher.IOperation) {})
+	if err := b.Enqueue(batcher.NewOperation(w, 1, nil, true)); !errors.As(err, new(batcher.BufferNotAllocated)) {
+		t.Fatalf("Enqueue on the zero value: %v, want BufferNotAllocated", err)
+	}
+	b.Flush()
+	b.Pause()
+	if err := b.Shutdown(context.Background()); err != nil {
+		t.Fatalf("Shutdown on the zero value: %v", err)
+	}
+	b.Stop()
+}
+
+// TestNoGoroutineIdentity checks that no file of the package reads goroutine
+// ids from stack traces.
+func TestNoGoroutineIdentity(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(src), "runtime.Stack") {
+			t.Errorf("%s reads runtime.Stack", f)
+		}
+	}
+}

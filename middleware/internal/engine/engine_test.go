@@ -1,0 +1,146 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	prom "github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// scripted is a Backend that answers with fixed results or a fixed error,
+// recording what it was asked.
+type scripted struct {
+	results []Result
+	err     error
+	calls   int
+	gotKeys []string
+	gotPols []int
+	gotCost int64
+}
+
+func (s *scripted) Decide(_ context.Context, ps []int, ks []string, cost int64, out []Result) error {
+	s.calls++
+	s.gotPols, s.gotKeys, s.gotCost = append([]int(nil), ps...), append([]string(nil), ks...), cost
+	if s.err != nil {
+		return s.err
+	}
+	copy(out, s.results)
+	return nil
+}
+
+var errStore = errors.New("store down")
+
+func TestEngineOutcomes(t *testing.T) {
+	allow := Result{Allowed: true, Limit: 10, Remaining: 4, Reset: time.Second}
+	deny := func(d time.Duration) Result { return Result{Limit: 10, RetryAfter: d, Reset: 2 * time.Second} }
+	for _, tc := range []struct {
+		name     string
+		cfg      Config
+		results  []Result
+		err      error
+		fallback *scripted
+		action   Action
+		retry    time.Duration
+		shadow   bool
+		result   string // counted for each applied policy
+	}{
+		{"all allow", Config{}, []Result{allow, allow}, nil, nil, Allow, 0, false, "allowed"},
+		{"one denies", Config{}, []Result{allow, deny(3 * time.Second)}, nil, nil, Deny, 3 * time.Second, false, "denied"},
+		{"longest retry wins", Config{}, []Result{deny(time.Second), deny(5 * time.Second)}, nil, nil, Deny, 5 * time.Second, false, "denied"},
+		{"never admits: no retry", Config{}, []Result{deny(0), deny(5 * time.Second)}, nil, nil, Deny, 0, false, "denied"},
+		{"shadow", Config{Shadow: true}, []Result{allow, deny(time.Second)}, nil, nil, Allow, time.Second, true, "shadow_denied"},
+		{"fail open", Config{}, nil, errStore, nil, Allow, 0, false, "failed_open"},
+		{"fail closed", Config{Mode: FailClosed, FailRetry: 2 * time.Second}, nil, errStore, nil, FailDenied, 2 * time.Second, false, "failed_closed"},
+		{"fallback decides", Config{Mode: FailFallback}, nil, errStore, &scripted{results: []Result{allow, deny(time.Second)}}, Deny, time.Second, false, "denied"},
+		{"fallback fails too", Config{Mode: FailFallback}, nil, errStore, &scripted{err: errStore}, Allow, 0, false, "failed_open"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reg := prom.NewRegistry()
+			m, err := NewMetrics(reg, MetricsOptions{Namespace: "t"}, []string{"a", "b"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := &scripted{results: tc.results, err: tc.err}
+			cfg := tc.cfg
+			cfg.Policies, cfg.Backend, cfg.Metrics = []string{"a", "b"}, b, m
+			if tc.fallback != nil {
+				cfg.Fallback = tc.fallback
+			}
+			e, err := New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var o Outcome
+			e.Decide(context.Background(), []string{"k1", "k2"}, 3, &o)
+			if o.Action != tc.action || o.RetryAfter != tc.retry || o.Shadow != tc.shadow {
+				t.Errorf("outcome action %v retry %v shadow %v, want %v %v %v", o.Action, o.RetryAfter, o.Shadow, tc.action, tc.retry, tc.shadow)
+			}
+			if (tc.err != nil) != (o.Err != nil) {
+				t.Errorf("Err = %v", o.Err)
+			}
+			for _, p := range []string{"a", "b"} {
+				got := testutil.ToFloat64(counter(t, reg, p, tc.result))
+				if got != 1 {
+					t.Errorf("decisions{policy=%s,result=%s} = %v, want 1", p, tc.result, got)
+				}
+			}
+			errs := 0.0
+			if tc.err != nil {
+				errs = 1
+			}
+			if got := testutil.ToFloat64(m.storeErrs); got != errs {
+				t.Errorf("store errors = %v, want %v", got, errs)
+			}
+		})
+	}
+}
+
+// counter returns the decisions counter of policy and result on reg.
+func counter(t *testing.T, reg *prom.Registry, policy, result string) prom.Collector {
+	t.Helper()
+	vec := prom.NewCounterVec(prom.CounterOpts{Namespace: "t", Name: "decisions_total",
+		Help: "Rate-limit decisions by policy and result (allowed, denied, shadow_denied, failed_open, failed_closed)."},
+		[]string{"policy", "result"})
+	c, err := register(reg, vec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.WithLabelValues(policy, result)
+}
+
+func TestEngineSkipsEmptyKeys(t *testing.T) {
+	b := &scripted{results: []Result{{Allowed: true}}}
+	e, _ := New(Config{Policies: []string{"a", "b", "c"}, Backend: b})
+	var o Outcome
+	e.Decide(context.Background(), []string{"", "kb", ""}, 2, &o)
+	if o.N != 1 || o.Policies[0] != 1 || len(b.gotKeys) != 1 || b.gotKeys[0] != "kb" || b.gotCost != 2 {
+		t.Errorf("applied %d policies %v, backend got %v %v cost %d", o.N, o.Policies[:o.N], b.gotPols, b.gotKeys, b.gotCost)
+	}
+	o = Outcome{}
+	e.Decide(context.Background(), []string{"", "", ""}, 1, &o)
+	if o.Action != Allow || o.N != 0 || b.calls != 1 {
+		t.Errorf("no key: action %v, %d policies, %d backend calls; want allowed without a call", o.Action, o.N, b.calls)
+	}
+}
+
+func TestEngineTimeout(t *testing.T) {
+	b := BackendFunc(func(ctx context.Context, _ []int, _ []string, _ int64, _ []Result) error {
+		<-ctx.Done() // a store that never answers
+		return ctx.Err()
+	})
+	e, _ := New(Config{Policies: []string{"a"}, Backend: b, Timeout: time.Millisecond})
+	var o Outcome
+	e.Decide(context.Background(), []string{"k"}, 1, &o)
+	if !errors.Is(o.Err, context.DeadlineExceeded) || o.Action != Allow {
+		t.Errorf("slow store: err %v action %v, want DeadlineExceeded and fail-open", o.Err, o.Action)
+	}
+}
+
+func TestTooManyPolicies(t *testing.T) {
+	if _, err := New(Config{Policies: make([]string, MaxPolicies+1)}); !errors.Is(err, ErrTooManyPolicies) {
+		t.Errorf("err %v", err)
+	}
+}

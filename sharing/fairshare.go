@@ -1,0 +1,123 @@
+package sharing
+
+import (
+	"encoding/binary"
+	"hash/fnv"
+	"sort"
+)
+
+// fairShares divides partitions among the owners in demands by max-min
+// fairness: no owner gets more than it asks for, and the partitions left by
+// owners that ask for little are split evenly among the rest. When an even
+// split leaves a remainder, one extra partition goes to each unsatisfied
+// owner in ascending owner order. The result depends only on its arguments,
+// so every instance that reads the same demands computes the same shares
+// without talking to the others. Owners asking for zero get no entry.
+func fairShares(partitions int, demands map[string]uint32) map[string]int {
+	owners := sortedOwners(demands)
+	shares := make(map[string]int, len(owners))
+	remaining := partitions
+	active := owners
+	for len(active) > 0 && remaining > 0 {
+		level := remaining / len(active)
+		if level == 0 {
+			// Fewer partitions left than owners still wanting: hand them
+			// out one each in owner order, which every instance agrees on.
+			for _, o := range active[:remaining] {
+				shares[o]++
+			}
+			break
+		}
+		next := active[:0:0]
+		for _, o := range active {
+			give := min(int(demands[o])-shares[o], level)
+			shares[o] += give
+			remaining -= give
+			if shares[o] < int(demands[o]) {
+				next = append(next, o)
+			}
+		}
+		active = next
+	}
+	return shares
+}
+
+// sortedOwners returns the owners with a demand above zero, in ascending
+// order.
+func sortedOwners(demands map[string]uint32) []string {
+	owners := make([]string, 0, len(demands))
+	for o, d := range demands {
+		if d > 0 {
+			owners = append(owners, o)
+		}
+	}
+	sort.Strings(owners)
+	return owners
+}
+
+// homeRange returns the partitions [lo, hi) that owner prefers: the shares
+// laid end to end in owner order. Instances that compute the same shares
+// prefer disjoint partitions, so they rarely race for one, and when one
+// gives partitions back it gives those that others prefer.
+func homeRange(owner string, shares map[string]int) (lo, hi int) {
+	owners := make([]string, 0, len(shares))
+	for o := range shares {
+		owners = append(owners, o)
+	}
+	sort.Strings(owners)
+	for _, o := range owners {
+		if o == owner {
+			return lo, lo + shares[o]
+		}
+		lo += shares[o]
+	}
+	return lo, lo
+}
+
+// preference is owner's rendezvous score for a partition: a stable
+// pseudo-random rank, different for each owner, that breaks ties outside the
+// home range so that instances try different free partitions first.
+func preference(owner string, partition int) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(owner))
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], uint64(partition))
+	h.Write(b[:])
+	// fnv's low bits vary little with the last byte; a splitmix64 finish
+	// spreads them.
+	x := h.Sum64()
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
+}
+
+// acquireOrder sorts the free partitions in the order owner should try
+// them: its home range first, then by descending rendezvous score.
+func acquireOrder(owner string, free []int, lo, hi int) []int {
+	out := append([]int(nil), free...)
+	sort.Slice(out, func(i, j int) bool {
+		hi1, hi2 := out[i] >= lo && out[i] < hi, out[j] >= lo && out[j] < hi
+		if hi1 != hi2 {
+			return hi1
+		}
+		return preference(owner, out[i]) > preference(owner, out[j])
+	})
+	return out
+}
+
+// releaseOrder sorts held partitions in the order owner should give them
+// up: those outside its home range first, then the least preferred.
+func releaseOrder(owner string, held []int, lo, hi int) []int {
+	out := append([]int(nil), held...)
+	sort.Slice(out, func(i, j int) bool {
+		in1, in2 := out[i] >= lo && out[i] < hi, out[j] >= lo && out[j] < hi
+		if in1 != in2 {
+			return in2
+		}
+		return preference(owner, out[i]) < preference(owner, out[j])
+	})
+	return out
+}

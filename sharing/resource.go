@@ -1,0 +1,389 @@
+package sharing
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/costwise/batcher/internal/clock"
+	"github.com/costwise/batcher/internal/events"
+	"github.com/costwise/batcher/lease"
+
+	"github.com/google/uuid"
+)
+
+// Defaults of a Resource.
+const (
+	// DefaultLeaseDuration is the lease length a Resource asks for.
+	DefaultLeaseDuration = 15 * time.Second
+	// DefaultMaxInterval is the default WithMaxInterval, in milliseconds.
+	DefaultMaxInterval = 500
+)
+
+// Lifecycle phases of a Resource.
+const (
+	phaseNew = iota
+	phaseProvisioned
+	phaseStarted
+	phaseStopped
+)
+
+// Resource is a RateLimiter that shares a capacity among instances
+// (processes, replicas) through exclusive expiring leases on partitions kept
+// by a lease.Manager; the package documentation describes the
+// algorithm. Configure it with the With* methods before
+// Provision; they are not safe for concurrent use. Every other method is
+// safe for concurrent use.
+type Resource struct {
+	mgr           lease.Manager
+	clock         clock.Clock
+	random        func() float64 // used by the loop goroutine only
+	owner         string
+	factor        uint32
+	maxInterval   time.Duration
+	leaseDuration time.Duration
+
+	shared      atomic.Uint32
+	reserved    atomic.Uint32
+	target      atomic.Uint32
+	wanted      atomic.Int64 // partitions wanted as of the last GiveMe
+	reprovision atomic.Bool  // set by SetSharedCapacity, cleared by the loop
+
+	valid        atomic.Pointer[[]time.Time] // validity deadlines of held leases
+	lastCapacity atomic.Int64                // last capacity raised in an event
+	listeners    events.Registry
+	stats        sharedCounters
+
+	mu       sync.Mutex // guards phase, cancel and done
+	phase    int
+	invalid  error // the first invalid With value, returned by Provision
+	cancel   context.CancelFunc
+	done     chan struct{}
+	wake     chan struct{} // buffered 1; a pending send means "look again"
+	stopOnce sync.Once
+}
+
+// New returns a Resource that shares sharedCapacity
+// through mgr, with a factor of 1, no reserved capacity, a max interval of
+// 500 ms, leases of 15 s and a random owner id.
+func New(mgr lease.Manager, sharedCapacity uint32) *Resource {
+	r := &Resource{
+		mgr:           mgr,
+		clock:         clock.Real(),
+		random:        rand.Float64,
+		owner:         uuid.NewString(),
+		factor:        1,
+		maxInterval:   DefaultMaxInterval * time.Millisecond,
+		leaseDuration: DefaultLeaseDuration,
+		wake:          make(chan struct{}, 1),
+	}
+	r.shared.Store(sharedCapacity)
+	r.wanted.Store(-1)
+	return r
+}
+
+// configurable reports whether the With methods may still change settings:
+// only until Provision succeeds.
+func (r *Resource) configurable() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.phase == phaseNew
+}
+
+// invalidSetting records the first value a With method could not use;
+// Provision returns it.
+func (r *Resource) invalidSetting(setting, value string) *Resource {
+	if r.invalid == nil {
+		r.invalid = InvalidSettingError{Setting: setting, Value: value}
+	}
+	return r
+}
+
+// WithFactor sets how much capacity one partition is worth (default 1); the
+// number of partitions is ceil(shared/factor). Zero is kept out: Provision
+// returns InvalidSettingError. Like every With method, it must be called
+// before Provision; afterwards it changes nothing.
+func (r *Resource) WithFactor(factor uint32) *Resource {
+	if !r.configurable() {
+		return r
+	}
+	if factor == 0 {
+		return r.invalidSetting("Factor", "0")
+	}
+	r.factor = factor
+	return r
+}
+
+// WithReservedCapacity sets capacity this instance always has, in addition
+// to the partitions it holds (default 0). After Provision it changes
+// nothing; SetReservedCapacity changes it at run time.
+func (r *Resource) WithReservedCapacity(capacity uint32) *Resource {
+	if r.configurable() {
+		r.reserved.Store(capacity)
+	}
+	return r
+}
+
+// WithMaxInterval sets, in milliseconds, the longest wait between two
+// looks at the store while this instance needs more partitions (default
+// 500); settled instances look about twice as rarely. Zero makes Provision
+// return InvalidSettingError.
+func (r *Resource) WithMaxInterval(ms uint32) *Resource {
+	if !r.configurable() {
+		return r
+	}
+	if ms == 0 {
+		return r.invalidSetting("MaxInterval", "0")
+	}
+	r.maxInterval = time.Duration(ms) * time.Millisecond
+	return r
+}
+
+// WithLeaseDuration sets the length of the leases asked for (default 15 s).
+// The store must accept it: Azure allows 15 to 60 s. Zero or less makes
+// Provision return InvalidSettingError.
+func (r *Resource) WithLeaseDuration(d time.Duration) *Resource {
+	if !r.configurable() {
+		return r
+	}
+	if d <= 0 {
+		return r.invalidSetting("LeaseDuration", d.String())
+	}
+	r.leaseDuration = d
+	return r
+}
+
+// WithClock sets the clock for lease timing and the loop's timers (default
+// the system clock); tests pass a fake one. Nil is ignored, as by the
+// Batcher.
+func (r *Resource) WithClock(c clock.Clock) *Resource {
+	if r.configurable() && c != nil {
+		r.clock = c
+	}
+	return r
+}
+
+// WithRand sets the source of the random jitter of the loop, a function
+// returning numbers in [0, 1) (default math/rand/v2's Float64). Only the
+// loop goroutine calls it, so it need not be safe for concurrent use. Nil is
+// ignored.
+func (r *Resource) WithRand(random func() float64) *Resource {
+	if r.configurable() && random != nil {
+		r.random = random
+	}
+	return r
+}
+
+// WithOwner sets the id this instance uses as lease owner and demand key
+// (default a random UUID). It must be unique among the instances sharing
+// the store, and the store may restrict its form (Azure requires a UUID).
+// An empty owner makes Provision return InvalidSettingError.
+func (r *Resource) WithOwner(owner string) *Resource {
+	if !r.configurable() {
+		return r
+	}
+	if owner == "" {
+		return r.invalidSetting("Owner", `""`)
+	}
+	r.owner = owner
+	return r
+}
+
+// Owner returns the id this instance uses as lease owner.
+func (r *Resource) Owner() string { return r.owner }
+
+// AddListener registers fn for the resource's events and returns an id for
+// RemoveListener. Listeners are called on the goroutine that raises the
+// event, never with a lock held.
+func (r *Resource) AddListener(fn func(event string, val int, msg string, metadata interface{})) uuid.UUID {
+	return r.listeners.Add(fn)
+}
+
+// RemoveListener unregisters the listener with id.
+func (r *Resource) RemoveListener(id uuid.UUID) {
+	r.listeners.Remove(id)
+}
+
+// MaxCapacity returns the shared plus the reserved capacity, the most this
+// instance could ever get.
+func (r *Resource) MaxCapacity() uint32 {
+	return r.shared.Load() + r.reserved.Load()
+}
+
+// Capacity returns the reserved capacity plus one factor for each partition
+// whose lease is valid at the moment of the call.
+func (r *Resource) Capacity() uint32 {
+	return r.capacityAt(r.clock.Now())
+}
+
+// capacityAt returns the capacity as it is at now.
+func (r *Resource) capacityAt(now time.Time) uint32 {
+	held := 0
+	if v := r.valid.Load(); v != nil {
+		held = countValid(*v, now)
+	}
+	return uint32(held)*r.factor + r.reserved.Load()
+}
+
+// emitCapacity raises a capacity event for c when it differs from the last
+// one raised, or always when always is set.
+func (r *Resource) emitCapacity(c uint32, always bool) {
+	if r.lastCapacity.Swap(int64(c)) == int64(c) && !always {
+		return
+	}
+	r.listeners.Emit(CapacityEvent, int(c), "", nil)
+}
+
+// partitionCount returns ceil(shared/factor).
+func (r *Resource) partitionCount() int {
+	s, f := uint64(r.shared.Load()), uint64(r.factor)
+	return int((s + f - 1) / f)
+}
+
+// wantedFor returns how many partitions target needs beyond the reserved
+// capacity, at most count.
+func (r *Resource) wantedFor(target uint32, count int) int {
+	reserved := r.reserved.Load()
+	if target <= reserved {
+		return 0
+	}
+	need := (uint64(target-reserved) + uint64(r.factor) - 1) / uint64(r.factor)
+	return int(min(need, uint64(count)))
+}
+
+// GiveMe asks for target capacity. When the number of partitions it needs
+// changes, it raises a target event (val: the partitions wanted) and wakes
+// the loop.
+func (r *Resource) GiveMe(target uint32) {
+	r.target.Store(target)
+	w := int64(r.wantedFor(target, r.partitionCount()))
+	if r.wanted.Swap(w) == w {
+		return
+	}
+	r.listeners.Emit(TargetEvent, int(w), "", nil)
+	r.poke()
+}
+
+// poke wakes the loop without blocking; a wake already pending is enough.
+func (r *Resource) poke() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// SetReservedCapacity changes the reserved capacity at run time and raises
+// a capacity event.
+func (r *Resource) SetReservedCapacity(capacity uint32) {
+	r.reserved.Store(capacity)
+	r.emitCapacity(r.Capacity(), true)
+	r.GiveMe(r.target.Load())
+}
+
+// SetSharedCapacity changes the shared capacity at run time. When running,
+// the loop provisions the partitions the new capacity adds and releases
+// those beyond it. It raises a capacity event, and returns the errors
+// Provision would for a capacity of zero or too many partitions.
+func (r *Resource) SetSharedCapacity(capacity uint32) error {
+	if err := r.checkCapacity(capacity); err != nil {
+		return err
+	}
+	r.shared.Store(capacity)
+	r.reprovision.Store(true)
+	r.emitCapacity(r.Capacity(), true)
+	r.GiveMe(r.target.Load())
+	r.poke()
+	return nil
+}
+
+// checkCapacity validates a shared capacity with the configured factor.
+func (r *Resource) checkCapacity(capacity uint32) error {
+	if capacity == 0 {
+		return UndefinedSharedCapacityError{}
+	}
+	f := uint64(r.factor)
+	if n := (uint64(capacity) + f - 1) / f; n > lease.MaxPartitions {
+		return PartitionsOutOfRangeError{MaxCapacity: capacity, Factor: r.factor, PartitionCount: int(n)}
+	}
+	return nil
+}
+
+// Provision checks the settings, then creates the partitions in the store,
+// raising the provisioning events the lease.Manager reports. It returns
+// InvalidSettingError for a value a With method could not use, and
+// UndefinedSharedCapacityError or PartitionsOutOfRangeError for the shared
+// capacity. It may be called more than once before Start, never after; once
+// it has been called the With methods change nothing.
+func (r *Resource) Provision(ctx context.Context) error {
+	r.mu.Lock()
+	phase := r.phase
+	r.mu.Unlock()
+	if phase > phaseProvisioned {
+		return RateLimiterImproperOrderError{}
+	}
+	if r.invalid != nil {
+		return r.invalid
+	}
+	if r.mgr == nil {
+		return UndefinedLeaseManagerError{}
+	}
+	if err := r.checkCapacity(r.shared.Load()); err != nil {
+		return err
+	}
+	if err := r.provisionStore(ctx, r.partitionCount()); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.phase > phaseProvisioned {
+		return RateLimiterImproperOrderError{}
+	}
+	r.phase = phaseProvisioned
+	return nil
+}
+
+// provisionStore asks the lease.Manager for count partitions and forwards
+// its reports as events.
+func (r *Resource) provisionStore(ctx context.Context, count int) error {
+	return r.stats.count(r.mgr.Provision(ctx, count, func(event string, val int, msg string) {
+		r.listeners.Emit(event, val, msg, nil)
+	}))
+}
+
+// Start starts the loop that acquires capacity; it must follow Provision.
+// Cancelling ctx ends the loop as Stop does, releasing the leases; Stop must
+// still be called to raise the shutdown event.
+func (r *Resource) Start(ctx context.Context) error {
+	r.mu.Lock()
+	if r.phase != phaseProvisioned {
+		r.mu.Unlock()
+		return RateLimiterImproperOrderError{}
+	}
+	loopCtx, cancel := context.WithCancel(ctx)
+	r.phase, r.cancel, r.done = phaseStarted, cancel, make(chan struct{})
+	r.mu.Unlock()
+	r.emitCapacity(r.Capacity(), true)
+	go r.run(loopCtx, r.done)
+	return nil
+}
+
+// Stop ends the loop, releases every lease and withdraws this instance's
+// demand, so other instances can take the partitions at once; it then
+// raises a capacity event when capacity changed, and the shutdown event.
+// Capacity afterwards is the reserved capacity. Stop is idempotent and
+// returns once the loop has ended.
+func (r *Resource) Stop() {
+	r.stopOnce.Do(func() {
+		r.mu.Lock()
+		cancel, done := r.cancel, r.done
+		r.phase = phaseStopped
+		r.mu.Unlock()
+		if cancel != nil {
+			cancel()
+			<-done
+		}
+		r.listeners.Emit(ShutdownEvent, 0, "", nil)
+	})
+}
