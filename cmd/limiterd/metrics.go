@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
 // metrics are limiterd's Prometheus collectors, on their own registry.
@@ -48,7 +49,7 @@ func newMetrics() *metrics {
 		}),
 	}
 	m.reg.MustRegister(m.decisions, m.latency, m.storeErrors, m.reloads, m.ruleFiles,
-		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
