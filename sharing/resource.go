@@ -52,7 +52,7 @@ type Resource struct {
 	reprovision atomic.Bool  // set by SetSharedCapacity, cleared by the loop
 
 	valid        atomic.Pointer[[]validLease] // held leases and their validity deadlines
-	lastCapacity atomic.Int64                // last capacity raised in an event
+	lastCapacity atomic.Int64                 // last capacity raised in an event
 	listeners    events.Registry
 	stats        sharedCounters
 
