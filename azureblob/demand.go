@@ -57,10 +57,10 @@ func (m *LeaseManager) Snapshot(ctx context.Context, count int) (lease.Snapshot,
 		case bloberror.HasCode(err, bloberror.ContainerNotFound, bloberror.ContainerBeingDeleted):
 			return lease.Snapshot{Partitions: make([]lease.PartitionState, count), Demands: map[string]uint32{}}, nil
 		default:
-			return lease.Snapshot{}, fmt.Errorf("batcher: azure list blobs in %s: %w", c.URL(), err)
+			return lease.Snapshot{}, fmt.Errorf("batcher: azure list blobs in %s: %w", RedactURL(c.URL()), sdkError(err))
 		}
 		if page.Date == nil {
-			return lease.Snapshot{}, fmt.Errorf("batcher: azure list blobs in %s: the response has no Date header to judge demand records by", c.URL())
+			return lease.Snapshot{}, fmt.Errorf("batcher: azure list blobs in %s: the response has no Date header to judge demand records by", RedactURL(c.URL()))
 		}
 		if page.Segment == nil {
 			continue
@@ -167,7 +167,7 @@ func (m *LeaseManager) PublishDemand(ctx context.Context, owner string, partitio
 	case ctx.Err() != nil:
 		return ctx.Err()
 	}
-	return fmt.Errorf("batcher: azure publish demand of %s: %w", owner, err)
+	return fmt.Errorf("batcher: azure publish demand of %s: %w", owner, sdkError(err))
 }
 
 // writeDemand uploads owner's record; its Last-Modified time is when the
@@ -190,7 +190,7 @@ func withdrawDemand(ctx context.Context, c *container.Client, owner string) erro
 	case ctx.Err() != nil:
 		return ctx.Err()
 	}
-	return fmt.Errorf("batcher: azure withdraw demand of %s: %w", owner, err)
+	return fmt.Errorf("batcher: azure withdraw demand of %s: %w", owner, sdkError(err))
 }
 
 // sweepDemands deletes demand records that lapsed more than staleDemandAge

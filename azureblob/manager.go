@@ -164,7 +164,7 @@ func (m *LeaseManager) newClient() (*container.Client, error) {
 		return nil, ConfigError{Reason: "the container name is empty"}
 	}
 	opts := &container.ClientOptions{ClientOptions: policy.ClientOptions{
-		Transport: m.httpClient,
+		Transport: redactingTransport{m.httpClient},
 		// The shared resource retries on its own schedule and counts a
 		// lease from when its request was sent; long SDK retries would
 		// only delay what it learns.
@@ -179,7 +179,7 @@ func (m *LeaseManager) newClient() (*container.Client, error) {
 	if m.connString != "" {
 		c, err := container.NewClientFromConnectionString(m.connString, m.containerName, opts)
 		if err != nil {
-			return nil, ConfigError{Reason: "the connection string is invalid", Err: err}
+			return nil, ConfigError{Reason: "the connection string is invalid", Err: sdkError(err)}
 		}
 		return c, nil
 	}
@@ -197,11 +197,13 @@ func (m *LeaseManager) newClient() (*container.Client, error) {
 	if m.masterKey != "" {
 		cred, err := container.NewSharedKeyCredential(m.accountName, m.masterKey)
 		if err != nil {
-			return nil, ConfigError{Reason: "the master key is invalid", Err: err}
+			return nil, ConfigError{Reason: "the master key is invalid", Err: sdkError(err)}
 		}
-		return container.NewClientWithSharedKeyCredential(containerURL, cred, opts)
+		c, err := container.NewClientWithSharedKeyCredential(containerURL, cred, opts)
+		return c, sdkError(err)
 	}
-	return container.NewClient(containerURL, m.credential, opts)
+	c, err := container.NewClient(containerURL, m.credential, opts)
+	return c, sdkError(err)
 }
 
 // partitionName is the blob name of partition i.
@@ -244,7 +246,7 @@ func storageError(ctx context.Context, err error, op string, partition int) erro
 		bloberror.ContainerBeingDeleted):
 		return lease.PartitionMissingError{Partition: partition}
 	}
-	return fmt.Errorf("batcher: azure %s of partition %d: %w", op, partition, err)
+	return fmt.Errorf("batcher: azure %s of partition %d: %w", op, partition, sdkError(err))
 }
 
 // leaseClient returns a lease client for owner's lease on partition.
@@ -368,7 +370,7 @@ func (m *LeaseManager) Provision(ctx context.Context, count int, report func(eve
 	if err != nil {
 		return err
 	}
-	report(event, 0, c.URL())
+	report(event, 0, RedactURL(c.URL()))
 	created := make([]int8, count) // 1 created, -1 verified, 0 unknown
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(provisionParallelism)
@@ -414,7 +416,7 @@ func (m *LeaseManager) createContainer(ctx context.Context, c *container.Client)
 	case ctx.Err() != nil:
 		return "", ctx.Err()
 	}
-	return "", fmt.Errorf("batcher: azure create container %s: %w", c.URL(), err)
+	return "", fmt.Errorf("batcher: azure create container %s: %w", RedactURL(c.URL()), sdkError(err))
 }
 
 // createPartition creates partition i unless it exists and reports whether
@@ -436,7 +438,7 @@ func createPartition(ctx context.Context, c *container.Client, i int) (bool, err
 	case ctx.Err() != nil:
 		return false, ctx.Err()
 	}
-	return false, fmt.Errorf("batcher: azure create partition %d: %w", i, err)
+	return false, fmt.Errorf("batcher: azure create partition %d: %w", i, sdkError(err))
 }
 
 // ContainerName returns the name of the container the partitions are in.

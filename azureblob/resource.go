@@ -67,7 +67,9 @@ func (r *SharedResource) WithCredential(cred azcore.TokenCredential) *SharedReso
 
 // WithConnectionString takes the endpoint and credential (account key or
 // SAS token) from a storage connection string; it overrides the account
-// name, WithServiceURL and the other credentials.
+// name, WithServiceURL and the other credentials. The signature of a SAS
+// token never appears in events or errors: every URL is printed through
+// RedactURL.
 func (r *SharedResource) WithConnectionString(connString string) *SharedResource {
 	r.mgr.WithConnectionString(connString)
 	return r
@@ -139,7 +141,7 @@ func (r *SharedResource) RemoveListener(id uuid.UUID) {
 // Provision checks the configuration (credential, lease duration, capacity
 // and factor), then creates the container and partition blobs that do not
 // exist, raising created-container or verified-container (msg: the
-// container's URL) and created-blob or verified-blob (val: the partition
+// container's URL, without a SAS signature) and created-blob or verified-blob (val: the partition
 // index). Many instances may provision at once. Call it before Start.
 func (r *SharedResource) Provision(ctx context.Context) error {
 	if _, err := leaseSeconds(r.leaseDuration); err != nil {

@@ -77,7 +77,7 @@ func (pr *params) bucket(d, cost int64) (Decision, int64) {
 	switch need := d + cost*pr.p; {
 	case cost > pr.limit:
 		dec.Reason = ReasonExceedsLimit
-	case need > pr.cap:
+	case need > pr.cap && cost > 0:
 		dec.Reason = ReasonLimited
 		dec.RetryAfter = micros(ceilDiv(need-pr.cap, pr.n))
 	default:
@@ -103,7 +103,7 @@ func (pr *params) fixed(s state, now, cost int64, count bool) (Decision, state) 
 	switch {
 	case cost > pr.limit:
 		dec.Reason = ReasonExceedsLimit
-	case n+cost > pr.limit:
+	case n+cost > pr.limit && cost > 0:
 		dec.Reason = ReasonLimited
 		dec.RetryAfter = micros(end - now)
 	default:
@@ -140,7 +140,7 @@ func (pr *params) sliding(s state, now, cost int64, count bool) (Decision, state
 	switch {
 	case cost > pr.limit:
 		dec.Reason = ReasonExceedsLimit
-	case prev*(w-e)+(cur+cost)*w > lim:
+	case prev*(w-e)+(cur+cost)*w > lim && cost > 0:
 		dec.Reason = ReasonLimited
 		dec.RetryAfter = micros(pr.slidingRetry(prev, cur, cost, e))
 	default:

@@ -43,7 +43,9 @@ type CostError struct {
 }
 
 // Error returns "limit: invalid cost N".
-func (e *CostError) Error() string { return fmt.Sprintf("limit: invalid cost %d: must be 0 or more", e.Cost) }
+func (e *CostError) Error() string {
+	return fmt.Sprintf("limit: invalid cost %d: must be 0 or more", e.Cost)
+}
 
 // Is makes errors.Is(err, ErrInvalidCost) true.
 func (e *CostError) Is(target error) bool { return target == ErrInvalidCost }

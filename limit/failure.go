@@ -107,8 +107,9 @@ func (f *FailureStore) Stats() FailureStats {
 // Down reports whether the store failed less than Probe ago.
 func (f *FailureStore) Down() bool { return f.o.Clock.Now().UnixNano() < f.downUntil.Load() }
 
-// call runs op on the store unless it is down; it returns the failure, if
-// any, with ok false, or op's own error with ok true.
+// call runs op on the store unless it failed less than Probe ago. It
+// returns the store's failure (the last one while the store is down), or
+// else op's own error.
 func (f *FailureStore) call(ctx context.Context, op string, run func(context.Context) error) (failure error, err error) {
 	if f.Down() {
 		if p := f.lastErr.Load(); p != nil {
@@ -128,17 +129,18 @@ func (f *FailureStore) call(ctx context.Context, op string, run func(context.Con
 	if !errors.Is(err, ErrStoreFailed) && !(f.o.Timeout > 0 && errors.Is(err, context.DeadlineExceeded)) {
 		return nil, err
 	}
+	failure = err
 	if !errors.Is(err, ErrStoreFailed) {
-		err = &StoreError{Op: op, Err: err}
+		failure = &StoreError{Op: op, Err: err}
 	}
 	f.failures.Add(1)
-	stored := err // not &err: the return statement sets the named err to nil
+	stored := failure // a copy: a pointer to the named result would change with it
 	f.lastErr.Store(&stored)
 	f.downUntil.Store(f.o.Clock.Now().Add(f.o.Probe).UnixNano())
 	if f.o.OnFailure != nil {
-		f.o.OnFailure(err)
+		f.o.OnFailure(failure)
 	}
-	return err, nil
+	return failure, nil
 }
 
 // AllowN decides on the store, or by the failure mode when it fails.

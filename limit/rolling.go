@@ -8,7 +8,7 @@ type rollingLog struct {
 	head int   // index of the oldest entry
 	n    int   // entries held
 	sum  int64 // total cost held
-	last int64 // latest time seen (µs); time going back is read as this
+	last int64 // time of the newest entry pushed (µs), for EvictLRU
 }
 
 type rollEntry struct{ t, c int64 }
@@ -43,10 +43,17 @@ func (l *rollingLog) push(t, c int64) {
 		l.n++
 	}
 	l.sum += c
+	l.last = t
 }
 
-// now returns the time to decide at: never before the latest time seen.
-func (l *rollingLog) now(now int64) int64 { return max(now, l.last) }
+// now returns the time to decide at: never before the newest entry, so
+// that time going back cannot make an entry leave the window early.
+func (l *rollingLog) now(now int64) int64 {
+	if l.n > 0 {
+		return max(now, l.at(l.n-1).t)
+	}
+	return now
+}
 
 // decideRolling decides cost at now on l, spending it if allowed (or, with
 // count... the rolling window never counts denied costs). pending is cost
@@ -54,14 +61,13 @@ func (l *rollingLog) now(now int64) int64 { return max(now, l.last) }
 // all-or-nothing decision, not yet pushed.
 func (pr *params) decideRolling(l *rollingLog, now, cost, pending int64, spend bool) Decision {
 	now = l.now(now)
-	l.last = now
 	l.expire(now, pr.w)
 	sum := l.sum + pending
 	dec := Decision{Limit: pr.limit}
 	switch {
 	case cost > pr.limit:
 		dec.Reason = ReasonExceedsLimit
-	case sum+cost > pr.limit:
+	case sum+cost > pr.limit && cost > 0:
 		dec.Reason = ReasonLimited
 		dec.RetryAfter = micros(pr.rollingRetry(l, now, sum+cost-pr.limit))
 	default:
@@ -72,10 +78,11 @@ func (pr *params) decideRolling(l *rollingLog, now, cost, pending int64, spend b
 		sum += cost
 	}
 	dec.Remaining = max(0, pr.limit-sum)
-	if l.n > 0 {
-		dec.ResetAfter = micros(l.at(l.n-1).t + pr.w - now)
-	} else if sum > 0 {
+	switch {
+	case pending > 0 || dec.Allowed && cost > 0:
 		dec.ResetAfter = micros(pr.w)
+	case l.n > 0:
+		dec.ResetAfter = micros(l.at(l.n-1).t + pr.w - now)
 	}
 	return dec
 }
@@ -98,11 +105,10 @@ func (pr *params) rollingRetry(l *rollingLog, now, excess int64) int64 {
 // refund removes the newest costs first.
 func (pr *params) settleRolling(l *rollingLog, now, delta int64) Decision {
 	now = l.now(now)
-	l.last = now
 	l.expire(now, pr.w)
 	delta = max(-2*pr.limit, min(delta, 2*pr.limit))
-	if delta > 0 {
-		l.push(now, min(delta, 2*pr.limit-l.sum))
+	if c := min(delta, 2*pr.limit-l.sum); c > 0 {
+		l.push(now, c)
 	}
 	for delta < 0 && l.n > 0 {
 		e := l.at(l.n - 1)

@@ -1,0 +1,44 @@
+// Package redislimit keeps the states of package limit's keyed limits in
+// Redis, so that the replicas of a service share one limit per key. It lives
+// in its own package so that package limit does not depend on go-redis.
+//
+//	client := redis.NewClient(&redis.Options{Addr: "cache:6379"})
+//	store, err := redislimit.New(client, redislimit.Options{})
+//	dec, err := store.AllowN(ctx, "alice", limit.GCRA(limit.PerSecond(10), 20), 1)
+//
+// # One round trip
+//
+// Every method is one Lua script run with EVALSHA (EVAL when the server has
+// forgotten the script, which loads it again), so a decision, including one
+// on several limits, is one round trip and is atomic. The script computes
+// with the same integer arithmetic as the memory store, and the same
+// conformance suite (package limittest) runs against both.
+//
+// # Time
+//
+// The script reads the Redis server's clock (TIME). The application
+// servers' clocks are never used, so an offset between them cannot let one
+// replica spend what another already spent. Options.Clock replaces the
+// server's clock for tests only.
+//
+// # Keys
+//
+// The state of key k under a policy named n with algorithm a is kept at
+//
+//	<prefix>{k}:n:a
+//
+// where the default prefix is "limit:". The braces are a Redis Cluster hash
+// tag around the limited key, not around the prefix, so that the keys spread
+// over the cluster's slots while every policy of one key falls in one slot:
+// AllowAll on several policies of one key works on a cluster. A key that
+// already holds a hash tag (a non-empty "{...}") is used as it is, so limits
+// on different keys that must be decided together can share a tag, for
+// example "{tenant-7}:alice" and "{tenant-7}" for a user and its tenant.
+// AllowAll on keys of different slots fails on a cluster with a
+// *CrossSlotError; a single server accepts any keys.
+//
+// A denied decision writes nothing. Every written key expires (PX) when its
+// state is back at rest, so Redis holds nothing for idle keys. Memory per
+// key, measured with MEMORY USAGE on Redis 7.0 (see the package README):
+// token bucket and GCRA are one short string each.
+package redislimit

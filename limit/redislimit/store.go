@@ -1,0 +1,229 @@
+package redislimit
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/costwise/batcher/limit"
+	"github.com/redis/go-redis/v9"
+)
+
+//go:embed limit.lua
+var scriptSource string
+
+var script = redis.NewScript(scriptSource)
+
+// Script operations, as the Lua script numbers them.
+const (
+	opAllow  = 1
+	opCount  = 2
+	opSettle = 3
+	opReset  = 4
+)
+
+// Options configure New. The zero value is valid.
+type Options struct {
+	// Prefix starts every key. Default "limit:".
+	Prefix string
+	// Clock, when set, replaces the Redis server's clock: the scripts decide
+	// at Clock.Now() instead of TIME, and keys are kept an hour past their
+	// time to rest, since Redis expires them on its own clock. For tests
+	// only; in production the server's clock must decide, or replicas' clock
+	// offsets leak into the limits.
+	Clock limit.Clock
+}
+
+// Store is a limit.Store on Redis: a single server, Sentinel or a cluster
+// (any go-redis client that can run scripts). Store is safe for concurrent use.
+type Store struct {
+	client redis.Scripter
+	prefix string
+	clock  limit.Clock
+}
+
+// New returns a store on client.
+func New(client redis.Scripter, opts Options) (*Store, error) {
+	if client == nil {
+		return nil, &limit.OptionError{Option: "client", Reason: "must not be nil"}
+	}
+	if opts.Prefix == "" {
+		opts.Prefix = "limit:"
+	}
+	if strings.ContainsAny(opts.Prefix, "{}") {
+		return nil, &limit.OptionError{Option: "Prefix", Reason: "must not hold a hash tag"}
+	}
+	return &Store{client: client, prefix: opts.Prefix, clock: opts.Clock}, nil
+}
+
+// CrossSlotError reports an AllowAll or CountAll on keys that a Redis
+// Cluster keeps in different slots; give them a common hash tag.
+type CrossSlotError struct {
+	// Keys are the Redis keys of the decision.
+	Keys []string
+}
+
+// Error returns "redislimit: keys in different cluster slots: KEYS".
+func (e *CrossSlotError) Error() string {
+	return fmt.Sprintf("redislimit: keys in different cluster slots, give them a common hash tag: %s",
+		strings.Join(e.Keys, " "))
+}
+
+// Key returns the Redis key holding key's state under p.
+func (s *Store) Key(key string, p limit.Policy) string {
+	var b strings.Builder
+	b.Grow(len(s.prefix) + len(key) + len(p.Name) + 24)
+	b.WriteString(s.prefix)
+	if hasTag(key) {
+		b.WriteString(key)
+	} else {
+		b.WriteByte('{')
+		b.WriteString(key)
+		b.WriteByte('}')
+	}
+	b.WriteByte(':')
+	b.WriteString(p.Name)
+	b.WriteByte(':')
+	b.WriteString(string(p.Algorithm))
+	return b.String()
+}
+
+// hasTag reports whether key holds a Redis Cluster hash tag: a '{' followed
+// later by a '}' with something between.
+func hasTag(key string) bool {
+	i := strings.IndexByte(key, '{')
+	if i < 0 {
+		return false
+	}
+	j := strings.IndexByte(key[i+1:], '}')
+	return j > 0
+}
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 128); return &b }}
+
+// run runs the script for reqs and parses one decision per request into
+// out. cost of each request is reqs[i].Cost.
+func (s *Store) run(ctx context.Context, op int, opName string, reqs []limit.Request, out []limit.Decision) ([]limit.Decision, error) {
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	b := strconv.AppendInt((*bp)[:0], int64(op), 10)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, s.now(), 10)
+	keys := make([]string, len(reqs))
+	for i, r := range reqs {
+		if r.Cost < 0 && op != opSettle {
+			return out, &limit.CostError{Cost: r.Cost}
+		}
+		u, err := units(r.Policy)
+		if err != nil {
+			return out, err
+		}
+		keys[i] = s.Key(r.Key, r.Policy)
+		for _, x := range [...]int64{u.alg, u.limit, u.n, u.p, u.w, r.Cost} {
+			b = append(b, ' ')
+			b = strconv.AppendInt(b, x, 10)
+		}
+	}
+	*bp = b
+	res, err := script.Run(ctx, s.client, keys, string(b)).Text()
+	if err != nil {
+		return out, s.failure(ctx, opName, keys, err)
+	}
+	if op == opReset {
+		return out, nil
+	}
+	return parse(res, reqs, out)
+}
+
+func (s *Store) now() int64 {
+	if s.clock == nil {
+		return -1
+	}
+	return s.clock.Now().UnixMicro()
+}
+
+// failure classifies err: the context's own error unchanged, a cross-slot
+// refusal as *CrossSlotError, anything else as a *limit.StoreError.
+func (s *Store) failure(ctx context.Context, op string, keys []string, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil && errors.Is(err, ctxErr) {
+		return ctxErr
+	}
+	if strings.HasPrefix(err.Error(), "CROSSSLOT") {
+		return &CrossSlotError{Keys: keys}
+	}
+	return &limit.StoreError{Op: op, Err: err}
+}
+
+// parse reads the script's answer: five integers per request.
+func parse(res string, reqs []limit.Request, out []limit.Decision) ([]limit.Decision, error) {
+	var v [5]int64
+	for _, r := range reqs {
+		for j := range v {
+			var f string
+			f, res, _ = strings.Cut(res, " ")
+			n, err := strconv.ParseInt(f, 10, 64)
+			if err != nil {
+				return out, &limit.StoreError{Op: "parse", Err: fmt.Errorf("redislimit: bad script answer %q", f)}
+			}
+			v[j] = n
+		}
+		out = append(out, limit.Decision{
+			Allowed: v[0] == 1, Reason: limit.Reason(v[1]), Limit: r.Policy.Limit, Remaining: v[2],
+			RetryAfter: time.Duration(v[3]) * time.Microsecond, ResetAfter: time.Duration(v[4]) * time.Microsecond,
+			Policy: r.Policy.Name,
+		})
+	}
+	return out, nil
+}
+
+// AllowN spends cost on key under p if the key has it, in one round trip.
+func (s *Store) AllowN(ctx context.Context, key string, p limit.Policy, cost int64) (limit.Decision, error) {
+	var buf [1]limit.Decision
+	reqs := [1]limit.Request{{Key: key, Policy: p, Cost: cost}}
+	out, err := s.run(ctx, opAllow, "allow", reqs[:], buf[:0])
+	if err != nil || len(out) == 0 {
+		return limit.Decision{}, err
+	}
+	return out[0], nil
+}
+
+// AllowAll decides reqs together, atomically, in one round trip.
+func (s *Store) AllowAll(ctx context.Context, reqs []limit.Request, out []limit.Decision) ([]limit.Decision, error) {
+	if len(reqs) == 0 {
+		return out, nil
+	}
+	return s.run(ctx, opAllow, "allow all", reqs, out)
+}
+
+// CountAll counts every request, Envoy-style, in one round trip.
+func (s *Store) CountAll(ctx context.Context, reqs []limit.Request, out []limit.Decision) ([]limit.Decision, error) {
+	if len(reqs) == 0 {
+		return out, nil
+	}
+	return s.run(ctx, opCount, "count all", reqs, out)
+}
+
+// Settle charges or refunds key under p, in one round trip.
+func (s *Store) Settle(ctx context.Context, key string, p limit.Policy, delta int64) (limit.Decision, error) {
+	var buf [1]limit.Decision
+	reqs := [1]limit.Request{{Key: key, Policy: p, Cost: delta}}
+	out, err := s.run(ctx, opSettle, "settle", reqs[:], buf[:0])
+	if err != nil || len(out) == 0 {
+		return limit.Decision{}, err
+	}
+	out[0].Allowed = true
+	return out[0], nil
+}
+
+// Reset deletes key's state under p.
+func (s *Store) Reset(ctx context.Context, key string, p limit.Policy) error {
+	_, err := s.run(ctx, opReset, "reset", []limit.Request{{Key: key, Policy: p}}, nil)
+	return err
+}
+
+var _ limit.Store = (*Store)(nil)
