@@ -53,7 +53,8 @@
 //
 // ProvisionedResource is a fixed capacity, changeable with SetCapacity.
 // SharedResource splits a shared capacity into partitions worth one factor
-// each and holds exclusive expiring leases on them in a coordination store
+// each (the last one only the remainder, so they add up to the shared
+// capacity exactly) and holds exclusive expiring leases on them in a coordination store
 // behind the LeaseManager interface: NewMemoryLeaseManager (in process, for
 // tests and the sample), AzureSharedResource (Azure Blob Storage leases on
 // zero-byte blobs) and package redislease (Redis). Each instance publishes

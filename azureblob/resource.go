@@ -176,7 +176,8 @@ func (r *SharedResource) Stop() {
 func (r *SharedResource) MaxCapacity() uint32 { return r.shared.MaxCapacity() }
 
 // Capacity returns the reserved capacity plus one factor for each partition
-// whose lease is valid now.
+// whose lease is valid now (the last partition is worth only the remainder
+// of shared/factor), never more than MaxCapacity.
 func (r *SharedResource) Capacity() uint32 { return r.shared.Capacity() }
 
 // GiveMe asks for target capacity: the loop seeks

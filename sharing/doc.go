@@ -12,7 +12,10 @@
 // The shared capacity is split into P = ceil(shared/factor) partitions. An
 // instance may use one factor of capacity for each partition on which it
 // holds an exclusive, expiring lease in the coordination store (the
-// lease.Manager), plus its reserved capacity, which needs no lease.
+// lease.Manager), plus its reserved capacity, which needs no lease. When
+// shared is not a multiple of factor the last partition is worth only the
+// remainder, so that the partitions add up to exactly the shared capacity
+// and no instance, nor all of them together, ever counts more.
 //
 // One goroutine per instance, the loop, owns the lease table; Capacity reads
 // a view of it that the loop publishes. GiveMe turns the target into the

@@ -75,11 +75,18 @@ func (t leaseTable) expired(now time.Time) []int {
 	return out
 }
 
-// view returns the validity deadlines that Capacity counts.
-func (t leaseTable) view() []time.Time {
-	out := make([]time.Time, 0, len(t))
-	for _, l := range t {
-		out = append(out, l.validUntil)
+// validLease is what Capacity knows of a held lease: its partition, and
+// until when it counts.
+type validLease struct {
+	partition int
+	until     time.Time
+}
+
+// view returns the partitions and validity deadlines that Capacity counts.
+func (t leaseTable) view() []validLease {
+	out := make([]validLease, 0, len(t))
+	for p, l := range t {
+		out = append(out, validLease{p, l.validUntil})
 	}
 	return out
 }
@@ -105,13 +112,45 @@ func (t leaseTable) nextEvent(now time.Time) (next time.Time, ok bool) {
 	return next, ok
 }
 
-// countValid returns how many of the deadlines lie after now.
-func countValid(deadlines []time.Time, now time.Time) int {
+// countValid returns how many of the leases are valid at now.
+func countValid(leases []validLease, now time.Time) int {
 	n := 0
-	for _, d := range deadlines {
-		if now.Before(d) {
+	for _, l := range leases {
+		if now.Before(l.until) {
 			n++
 		}
 	}
 	return n
+}
+
+// validCapacity returns the capacity the leases valid at now are worth,
+// with shared split by factor (see partitionWorth).
+func validCapacity(leases []validLease, now time.Time, shared, factor uint32) uint32 {
+	var c uint32
+	for _, l := range leases {
+		if now.Before(l.until) {
+			c += partitionWorth(l.partition, shared, factor)
+		}
+	}
+	return c
+}
+
+// partitionWorth returns the capacity partition p is worth when shared is
+// split into ceil(shared/factor) partitions: factor, except the last, which
+// is worth only the remainder when shared is not a multiple of factor, and
+// a partition past the last (left over from a larger shared capacity, and
+// being released), which is worth nothing. So the partitions together are
+// worth exactly shared, and no instance ever counts more than exists.
+func partitionWorth(p int, shared, factor uint32) uint32 {
+	if factor == 0 {
+		return 0
+	}
+	count := int((uint64(shared) + uint64(factor) - 1) / uint64(factor))
+	switch {
+	case p < 0 || p >= count:
+		return 0
+	case p == count-1 && shared%factor != 0:
+		return shared % factor
+	}
+	return factor
 }

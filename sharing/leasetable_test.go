@@ -92,3 +92,45 @@ func equalInts(a, b []int) bool {
 	}
 	return true
 }
+
+// TestPartitionWorth checks that the partitions of a shared capacity are
+// worth exactly that capacity, whatever its remainder by the factor.
+func TestPartitionWorth(t *testing.T) {
+	for _, tc := range []struct {
+		shared, factor uint32
+		last           uint32 // worth of the last partition
+	}{
+		{1000, 1000, 1000}, {1001, 1000, 1}, {10500, 1000, 500}, {7, 1, 1},
+		{10, 3, 1}, {999, 1000, 999}, {1 << 31, 1 << 30, 1 << 30}, {4294967295, 10000000, 4967295},
+	} {
+		count := int((uint64(tc.shared) + uint64(tc.factor) - 1) / uint64(tc.factor))
+		var sum uint64
+		for p := 0; p < count; p++ {
+			sum += uint64(partitionWorth(p, tc.shared, tc.factor))
+		}
+		if sum != uint64(tc.shared) {
+			t.Errorf("shared %d factor %d: the %d partitions are worth %d", tc.shared, tc.factor, count, sum)
+		}
+		if got := partitionWorth(count-1, tc.shared, tc.factor); got != tc.last {
+			t.Errorf("shared %d factor %d: last partition worth %d, want %d", tc.shared, tc.factor, got, tc.last)
+		}
+		if got := partitionWorth(count, tc.shared, tc.factor) + partitionWorth(-1, tc.shared, tc.factor); got != 0 {
+			t.Errorf("shared %d factor %d: partitions out of range worth %d", tc.shared, tc.factor, got)
+		}
+	}
+}
+
+// TestValidCapacity checks what a table of held leases is worth as the
+// leases lapse, with the last partition worth the remainder.
+func TestValidCapacity(t *testing.T) {
+	t0 := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	leases := []validLease{{0, t0.Add(time.Second)}, {1, t0.Add(3 * time.Second)}, {10, t0.Add(2 * time.Second)}}
+	for _, s := range []struct {
+		at   time.Duration
+		want uint32
+	}{{0, 2500}, {time.Second, 1500}, {2 * time.Second, 1000}, {3 * time.Second, 0}} {
+		if got := validCapacity(leases, t0.Add(s.at), 10500, 1000); got != s.want {
+			t.Errorf("at %v: capacity %d, want %d", s.at, got, s.want)
+		}
+	}
+}

@@ -51,8 +51,8 @@ type Resource struct {
 	wanted      atomic.Int64 // partitions wanted as of the last GiveMe
 	reprovision atomic.Bool  // set by SetSharedCapacity, cleared by the loop
 
-	valid        atomic.Pointer[[]time.Time] // validity deadlines of held leases
-	lastCapacity atomic.Int64                // last capacity raised in an event
+	valid        atomic.Pointer[[]validLease] // held leases and their validity deadlines
+	lastCapacity atomic.Int64                 // last capacity raised in an event
 	listeners    events.Registry
 	stats        sharedCounters
 
@@ -212,19 +212,23 @@ func (r *Resource) MaxCapacity() uint32 {
 	return r.shared.Load() + r.reserved.Load()
 }
 
-// Capacity returns the reserved capacity plus one factor for each partition
-// whose lease is valid at the moment of the call.
+// Capacity returns the reserved capacity plus what the partitions whose
+// leases are valid at the moment of the call are worth: one factor each,
+// except the last partition, which is worth only the remainder when the
+// shared capacity is not a multiple of the factor. So the instances
+// together never count more than the shared capacity, and Capacity never
+// exceeds MaxCapacity.
 func (r *Resource) Capacity() uint32 {
 	return r.capacityAt(r.clock.Now())
 }
 
 // capacityAt returns the capacity as it is at now.
 func (r *Resource) capacityAt(now time.Time) uint32 {
-	held := 0
+	var held uint32
 	if v := r.valid.Load(); v != nil {
-		held = countValid(*v, now)
+		held = validCapacity(*v, now, r.shared.Load(), r.factor)
 	}
-	return uint32(held)*r.factor + r.reserved.Load()
+	return held + r.reserved.Load()
 }
 
 // emitCapacity raises a capacity event for c when it differs from the last

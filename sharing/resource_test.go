@@ -292,3 +292,33 @@ func TestSharedTargetEventsAndListenerRemoval(t *testing.T) {
 		t.Fatalf("target events %v, want %v", targets, want)
 	}
 }
+
+// TestSharedCapacityNeverExceedsShared checks that a lone instance given a
+// shared capacity that is not a multiple of the factor gets exactly that
+// capacity, not whole partitions' worth, and that two instances together
+// never count more than it.
+func TestSharedCapacityNeverExceedsShared(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	for _, tc := range []struct{ shared, factor, reserved uint32 }{
+		{1001, 1000, 0}, {10500, 1000, 0}, {10500, 1000, 300}, {7, 3, 0},
+	} {
+		mgr := NewMemoryLeaseManager()
+		r := New(mgr, tc.shared).WithFactor(tc.factor).WithReservedCapacity(tc.reserved).WithMaxInterval(20)
+		if err := r.Provision(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		r.GiveMe(tc.shared + tc.reserved + tc.factor)
+		want := tc.shared + tc.reserved
+		eventually(t, fmt.Sprintf("capacity %d", want), func() bool { return r.Capacity() == want })
+		if max := r.MaxCapacity(); max != want {
+			t.Errorf("shared %d factor %d: MaxCapacity %d, want %d", tc.shared, tc.factor, max, want)
+		}
+		if s := r.Stats(); s.Capacity != want {
+			t.Errorf("shared %d factor %d: Stats().Capacity %d, want %d", tc.shared, tc.factor, s.Capacity, want)
+		}
+		r.Stop()
+	}
+}

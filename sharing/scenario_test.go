@@ -374,3 +374,33 @@ func TestSharedDampsFlappingDemand(t *testing.T) {
 		t.Fatalf("holding %d partitions right after demand fell to 0", got)
 	}
 }
+
+// TestSharedRemainderNeverOvercounted runs three instances with random
+// demands over a shared capacity that is not a multiple of the factor, and
+// a change of it; the safety check after every pass finds the instances
+// never count more than the shared capacity, and a lone instance gets it
+// all.
+func TestSharedRemainderNeverOvercounted(t *testing.T) {
+	s := newSim(t, simConfig{instances: 3, shared: 10500, factor: 1000})
+	rng := rand.New(rand.NewPCG(11, 5))
+	for step := 0; step < 120; step++ {
+		s.giveMe(rng.IntN(3), uint32(rng.IntN(12000)))
+		if step == 60 {
+			for i := range s.inst {
+				if err := s.inst[i].r.SetSharedCapacity(1001); err != nil {
+					t.Fatal(err)
+				}
+				s.wake(i)
+			}
+		}
+		s.runFor(time.Duration(rng.IntN(4000))*time.Millisecond, nil)
+	}
+	for i := range s.inst {
+		s.giveMe(i, 0)
+	}
+	s.giveMe(0, 5000)
+	s.runFor(20*time.Second, nil)
+	if got := s.inst[0].r.Capacity(); got != 1001 {
+		t.Fatalf("a lone instance has capacity %d of a shared 1001, want 1001", got)
+	}
+}

@@ -174,14 +174,20 @@ func (s *sim) pass(in *simInstance) {
 }
 
 // checkSafety fails the test when an instance counts a partition that the
-// store does not show leased to it, unexpired, at this moment.
+// store does not show leased to it, unexpired, at this moment, or when the
+// instances' shared capacities add up to more than the shared capacity.
 func (s *sim) checkSafety() {
 	s.t.Helper()
 	now := s.clock.Now()
 	s.mem.mu.Lock()
 	defer s.mem.mu.Unlock()
 	counted := map[int]string{}
+	var total uint64
 	for _, in := range s.inst {
+		total += uint64(in.r.capacityAt(now) - in.r.reserved.Load())
+		if shared := uint64(in.r.shared.Load()); total > shared {
+			s.t.Fatalf("at %v the instances count %d of a shared capacity of %d", now.Sub(simStart), total, shared)
+		}
 		for p, l := range in.st.table {
 			if !now.Before(l.validUntil) {
 				continue

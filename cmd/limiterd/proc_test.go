@@ -1,0 +1,202 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/costwise/batcher/internal/redistest"
+)
+
+// The tests run limiterd as a real process: the test binary itself, which
+// runs main when LIMITERD_TEST_MAIN is set, so that no separate build is
+// needed.
+func TestMain(m *testing.M) {
+	if os.Getenv("LIMITERD_TEST_MAIN") == "1" {
+		main()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// proc is a limiterd process a test started.
+type proc struct {
+	t                   *testing.T
+	cmd                 *exec.Cmd
+	stderr              *syncBuffer
+	http, grpc, metrics string
+	exited              chan struct{}
+	exitCode            int
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and readers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func self(t *testing.T) string {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return exe
+}
+
+// runOnce runs limiterd with args to its end and returns its exit status
+// and standard error.
+func runOnce(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	cmd := exec.Command(self(t), args...)
+	cmd.Env = append(os.Environ(), "LIMITERD_TEST_MAIN=1")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	done := make(chan error, 1)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("limiterd %v did not exit: %s", args, stderr.String())
+	}
+	return cmd.ProcessState.ExitCode(), stderr.String()
+}
+
+// writeFile writes body to name in dir and returns its path.
+func writeFile(t *testing.T, dir, name, body string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// start runs limiterd on free loopback ports with config (none when empty)
+// and extra flags, waits until it serves, and stops it at cleanup.
+func start(t *testing.T, config string, extra ...string) *proc {
+	t.Helper()
+	p := &proc{
+		t:       t,
+		stderr:  &syncBuffer{},
+		http:    fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t)),
+		grpc:    fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t)),
+		metrics: fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t)),
+		exited:  make(chan struct{}),
+	}
+	args := []string{"--http-addr", p.http, "--grpc-addr", p.grpc, "--metrics-addr", p.metrics, "--log-format", "json"}
+	if config != "" {
+		args = append(args, "--config", writeFile(t, t.TempDir(), "limiterd.yaml", config))
+	}
+	p.cmd = exec.Command(self(t), append(args, extra...)...)
+	p.cmd.Env = append(os.Environ(), "LIMITERD_TEST_MAIN=1")
+	p.cmd.Stderr = p.stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		p.cmd.Wait()
+		p.exitCode = p.cmd.ProcessState.ExitCode()
+		close(p.exited)
+	}()
+	t.Cleanup(func() { p.stop() })
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(p.stderr.String(), "limiterd started") {
+		select {
+		case <-p.exited:
+			t.Fatalf("limiterd exited with %d: %s", p.exitCode, p.stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("limiterd did not start within 20 s: %s", p.stderr.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return p
+}
+
+// stop sends SIGTERM and waits for the exit; it returns the exit status.
+func (p *proc) stop() int {
+	select {
+	case <-p.exited:
+		return p.exitCode
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(15 * time.Second):
+		p.cmd.Process.Kill()
+		<-p.exited
+		p.t.Errorf("limiterd did not stop within 15 s of SIGTERM")
+	}
+	return p.exitCode
+}
+
+// post sends a POST to the REST server with headers (name, value pairs).
+func (p *proc) post(path, body string, headers ...string) *http.Response {
+	p.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, "http://"+p.http+path, strings.NewReader(body))
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+func (p *proc) get(url string) (int, string) {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func body(t *testing.T, r *http.Response) string {
+	t.Helper()
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

@@ -1,0 +1,91 @@
+package envoyrl
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+)
+
+// GRPCServer serves envoy.service.ratelimit.v3.RateLimitService from a
+// Service: register it with rlsv3.RegisterRateLimitServiceServer. A bad
+// request is InvalidArgument, a store failure Unavailable.
+type GRPCServer struct {
+	rlsv3.UnimplementedRateLimitServiceServer
+	Service *Service
+}
+
+// ShouldRateLimit implements rlsv3.RateLimitServiceServer.
+func (g GRPCServer) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	resp, err := g.Service.ShouldRateLimit(ctx, req)
+	if err != nil {
+		return nil, status.Error(grpcCode(err), err.Error())
+	}
+	return resp, nil
+}
+
+func grpcCode(err error) codes.Code {
+	var se *StoreError
+	switch {
+	case errors.Is(err, ErrBadRequest):
+		return codes.InvalidArgument
+	case errors.Is(err, context.Canceled):
+		return codes.Canceled
+	case errors.Is(err, context.DeadlineExceeded):
+		return codes.DeadlineExceeded
+	case errors.As(err, &se):
+		return codes.Unavailable
+	}
+	return codes.Internal
+}
+
+// maxJSONBody caps the body the JSON endpoint reads.
+const maxJSONBody = 1 << 20
+
+// JSONHandler serves envoyproxy/ratelimit's /json endpoint: the body is a
+// RateLimitRequest in protobuf JSON, the answer its RateLimitResponse, with
+// status 200 when OK and 429 when OVER_LIMIT; 400 for a body that is not a
+// request or that the service refuses, 503 when the store fails.
+func JSONHandler(s *Service) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxJSONBody))
+		if err != nil {
+			http.Error(w, "reading body: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		var req rlsv3.RateLimitRequest
+		if err := protojson.Unmarshal(body, &req); err != nil {
+			http.Error(w, "body is not a RateLimitRequest: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		resp, err := s.ShouldRateLimit(r.Context(), &req)
+		if err != nil {
+			code := http.StatusBadRequest
+			if grpcCode(err) != codes.InvalidArgument {
+				code = http.StatusServiceUnavailable
+			}
+			http.Error(w, err.Error(), code)
+			return
+		}
+		out, err := protojson.Marshal(resp)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		if resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT {
+			w.WriteHeader(http.StatusTooManyRequests)
+		}
+		_, _ = w.Write(out)
+	})
+}

@@ -1,0 +1,199 @@
+// Package redistest starts and reaches the Redis servers integration tests
+// need: the shared server of the test run, and servers and three-node
+// clusters that a test starts for itself on free loopback ports, empty and
+// writing nothing outside a temporary directory.
+//
+// Under CI=true a server that cannot be reached or started fails the test;
+// elsewhere it skips it.
+package redistest
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Unavailable ends a test that cannot have its Redis: a failure under
+// CI=true, a skip elsewhere.
+func Unavailable(t testing.TB, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("%s (CI=true: Redis integration tests must run)", msg)
+	}
+	t.Skipf("%s; set BATCHER_REDIS_ADDR or run scripts/test", msg)
+}
+
+// Addr is the shared server: BATCHER_REDIS_ADDR, or 127.0.0.1:6379.
+func Addr() string {
+	if a := os.Getenv("BATCHER_REDIS_ADDR"); a != "" {
+		return a
+	}
+	return "127.0.0.1:6379"
+}
+
+// Shared returns a client of the shared server, closed at cleanup, after
+// checking that it answers PING.
+func Shared(t testing.TB) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: Addr(), DialTimeout: time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if err := c.Ping(ctx).Err(); err != nil {
+		c.Close()
+		Unavailable(t, "redis at %s does not answer PING: %v", Addr(), err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// ServerBin is redis-server: BATCHER_REDIS_SERVER or the PATH.
+func ServerBin(t testing.TB) string {
+	t.Helper()
+	if b := os.Getenv("BATCHER_REDIS_SERVER"); b != "" {
+		return b
+	}
+	b, err := exec.LookPath("redis-server")
+	if err != nil {
+		Unavailable(t, "no redis-server executable: %v", err)
+	}
+	return b
+}
+
+// FreePort returns a loopback TCP port nothing listens on now.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("finding a free port: %v", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// Server is a redis-server process a test started.
+type Server struct {
+	Port int
+	cmd  *exec.Cmd
+}
+
+// Addr is the server's host:port.
+func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.Port)) }
+
+// Kill stops the server at once, as a crash would; it is idempotent.
+func (s *Server) Kill() {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return
+	}
+	_ = s.cmd.Process.Kill()
+	_ = s.cmd.Wait()
+	s.cmd = nil
+}
+
+// StartServer starts an empty, non-persistent redis-server on a free port
+// with extra arguments, waits until it answers PING, and kills it at
+// cleanup.
+func StartServer(t testing.TB, extra ...string) *Server {
+	t.Helper()
+	bin, dir := ServerBin(t), t.TempDir()
+	for attempt := 0; ; attempt++ {
+		s := &Server{Port: FreePort(t)}
+		args := append([]string{"--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1",
+			"--save", "", "--appendonly", "no", "--daemonize", "no", "--dir", dir}, extra...)
+		s.cmd = exec.Command(bin, args...)
+		if err := s.cmd.Start(); err != nil {
+			Unavailable(t, "starting %s: %v", bin, err)
+		}
+		if waitPing(s.Addr(), 10*time.Second) {
+			t.Cleanup(s.Kill)
+			return s
+		}
+		s.Kill()
+		if attempt == 2 { // the port may have been taken between FreePort and the start
+			t.Fatalf("redis-server on port %d did not answer PING within 10 s", s.Port)
+		}
+	}
+}
+
+func waitPing(addr string, within time.Duration) bool {
+	c := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: 200 * time.Millisecond, MaxRetries: -1})
+	defer c.Close()
+	deadline := time.Now().Add(within)
+	for c.Ping(context.Background()).Err() != nil {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return true
+}
+
+// StartCluster starts a Redis Cluster of n masters (no replicas), each its
+// own redis-server with --cluster-enabled yes in its own temporary
+// directory, joins them with redis-cli --cluster create, and waits until
+// every slot is served. It returns the nodes' addresses.
+func StartCluster(t testing.TB, n int) []string {
+	t.Helper()
+	cli, err := exec.LookPath("redis-cli")
+	if err != nil {
+		Unavailable(t, "no redis-cli executable: %v", err)
+	}
+	addrs := make([]string, n)
+	for i := range addrs {
+		dir := t.TempDir()
+		s := StartServer(t, "--cluster-enabled", "yes", "--cluster-config-file", dir+"/nodes.conf",
+			"--cluster-node-timeout", "5000")
+		addrs[i] = s.Addr()
+	}
+	args := append(append([]string{"--cluster", "create"}, addrs...), "--cluster-replicas", "0", "--cluster-yes")
+	if out, err := exec.Command(cli, args...).CombinedOutput(); err != nil {
+		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
+	}
+	// Every node must see every slot served before a client can rely on
+	// any of them.
+	deadline := time.Now().Add(20 * time.Second)
+	for _, addr := range addrs {
+		c := redis.NewClient(&redis.Options{Addr: addr})
+		for {
+			info, err := c.ClusterInfo(context.Background()).Result()
+			if err == nil && containsLine(info, "cluster_state:ok") && containsLine(info, "cluster_slots_ok:16384") {
+				break
+			}
+			if time.Now().After(deadline) {
+				c.Close()
+				t.Fatalf("cluster node %s not ready within 20 s: %q %v", addr, info, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		c.Close()
+	}
+	return addrs
+}
+
+func containsLine(s, line string) bool {
+	for len(s) > 0 {
+		i := 0
+		for i < len(s) && s[i] != '\n' {
+			i++
+		}
+		l := s[:i]
+		if len(l) > 0 && l[len(l)-1] == '\r' {
+			l = l[:len(l)-1]
+		}
+		if l == line {
+			return true
+		}
+		if i == len(s) {
+			break
+		}
+		s = s[i+1:]
+	}
+	return false
+}
