@@ -4,18 +4,20 @@ package limit
 // rest, and EvictLRU for the least recently used.
 const sampleSize = 8
 
-// cleanupBatch is how many keys Cleanup examines per hold of a shard's lock.
+// cleanupBatch is how many slots (or logs) Cleanup examines per hold of a
+// shard's lock.
 const cleanupBatch = 64
 
 // admitKey makes room for one new key in sh, which requires sh.mu: it drops
 // a sample of the shard's keys at rest, then, when the store is still full,
-// evicts or refuses. It counts the new key.
-func (m *Memory) admitKey(t *table, sh *shard, now int64) error {
+// evicts or refuses. It counts the new key. h, the new key's hash, places
+// the sample.
+func (m *Memory) admitKey(t *table, sh *shard, h uint64, now int64) error {
 	if m.keys.Load() >= m.maxKeys/2 {
-		m.cleanSample(t, sh, now)
+		m.cleanSample(t, sh, h, now)
 	}
 	if m.keys.Load() >= m.maxKeys {
-		if m.whenFull == RefuseNewKeys || !m.evictSample(t, sh) {
+		if m.whenFull == RefuseNewKeys || !m.evictSample(t, sh, h) {
 			m.refused.Add(1)
 			return ErrTooManyKeys
 		}
@@ -25,12 +27,10 @@ func (m *Memory) admitKey(t *table, sh *shard, now int64) error {
 }
 
 // cleanSample drops the keys at rest among a sample of sh; it requires sh.mu.
-// Ranging over a Go map starts at a random place, so repeated samples cover
-// the shard.
-func (m *Memory) cleanSample(t *table, sh *shard, now int64) {
-	n := 0
+func (m *Memory) cleanSample(t *table, sh *shard, h uint64, now int64) {
 	if sh.logs != nil {
-		for k, l := range sh.logs {
+		n := 0
+		for k, l := range sh.logs { // a Go map's range starts at a random place
 			if n++; n > sampleSize {
 				break
 			}
@@ -41,23 +41,28 @@ func (m *Memory) cleanSample(t *table, sh *shard, now int64) {
 		}
 		return
 	}
-	for k, e := range sh.m {
-		if n++; n > sampleSize {
-			break
-		}
-		if t.pr.atRest(e.s, now) {
-			delete(sh.m, k)
+	if len(sh.t.s) == 0 {
+		return
+	}
+	mask := len(sh.t.s) - 1
+	i := int(h>>32) & mask
+	for k := 0; k < sampleSize; k++ {
+		sl := &sh.t.s[i]
+		if sl.tag != 0 && t.pr.atRest(sl.state(t.pr.alg), now) {
+			sh.t.remove(i) // a later slot may move into i: look at i again
 			m.dropped(&m.cleaned)
+			continue
 		}
+		i = (i + 1) & mask
 	}
 }
 
 // evictSample drops the least recently used of a sample of sh; it requires
 // sh.mu and reports whether it dropped one.
-func (m *Memory) evictSample(t *table, sh *shard) bool {
-	var victim string
-	oldest, n := int64(0), 0
+func (m *Memory) evictSample(t *table, sh *shard, h uint64) bool {
 	if sh.logs != nil {
+		var victim string
+		oldest, n := int64(0), 0
 		for k, l := range sh.logs {
 			if n == 0 || l.last < oldest {
 				victim, oldest = k, l.last
@@ -66,25 +71,27 @@ func (m *Memory) evictSample(t *table, sh *shard) bool {
 				break
 			}
 		}
-		if n > 0 {
-			delete(sh.logs, victim)
+		if n == 0 {
+			return false
 		}
-	} else {
-		for k, e := range sh.m {
-			if n == 0 || e.used < oldest {
-				victim, oldest = k, e.used
-			}
-			if n++; n == sampleSize {
-				break
-			}
-		}
-		if n > 0 {
-			delete(sh.m, victim)
-		}
+		delete(sh.logs, victim)
+		m.dropped(&m.evicted)
+		return true
 	}
-	if n == 0 {
+	if sh.t.n == 0 {
 		return false
 	}
+	mask := len(sh.t.s) - 1
+	victim := -1
+	for i, seen := int(h>>32)&mask, 0; seen < sampleSize && seen < sh.t.n; i = (i + 1) & mask {
+		if sl := &sh.t.s[i]; sl.tag != 0 {
+			if victim < 0 || sl.used < sh.t.s[victim].used {
+				victim = i
+			}
+			seen++
+		}
+	}
+	sh.t.remove(victim)
 	m.dropped(&m.evicted)
 	return true
 }
@@ -96,44 +103,60 @@ func (m *Memory) dropped(counter interface{ Add(int64) int64 }) {
 
 // Cleanup drops every key back at rest, which changes no decision, and
 // returns how many it dropped. It walks one shard at a time and releases the
-// shard's lock after every 64 keys, so decisions wait at most that long.
+// shard's lock after every 64 slots, so decisions wait at most that long.
 // It is safe to call concurrently with decisions, for example on a ticker.
 func (m *Memory) Cleanup() int {
 	dropped := 0
 	for _, t := range *m.tables.Load() {
 		for i := range t.shards {
-			dropped += m.cleanShard(t, &t.shards[i])
+			if t.pr.alg == algRolling {
+				dropped += m.cleanLogs(t, &t.shards[i])
+			} else {
+				dropped += m.cleanSlots(t, &t.shards[i])
+			}
 		}
 	}
 	return dropped
 }
 
-// cleanShard sweeps sh. Go maps may be changed while they are ranged over,
-// and the range only advances while sh.mu is held, so other goroutines may
-// decide between batches; keys they add may be missed until the next sweep.
-func (m *Memory) cleanShard(t *table, sh *shard) int {
+// cleanSlots sweeps sh's slot table in batches of 64 slots, each under the
+// lock. A key moved back by a removal, or inserted, between two batches may
+// be missed until the next sweep.
+func (m *Memory) cleanSlots(t *table, sh *shard) int {
+	dropped := 0
+	for start := 0; ; start += cleanupBatch {
+		sh.mu.Lock()
+		if start >= len(sh.t.s) {
+			sh.mu.Unlock()
+			return dropped
+		}
+		now := m.now()
+		for i := start; i < min(start+cleanupBatch, len(sh.t.s)); {
+			sl := &sh.t.s[i]
+			if sl.tag != 0 && t.pr.atRest(sl.state(t.pr.alg), now) {
+				sh.t.remove(i)
+				m.dropped(&m.cleaned)
+				dropped++
+				continue
+			}
+			i++
+		}
+		sh.mu.Unlock()
+	}
+}
+
+// cleanLogs sweeps sh's rolling logs. Go maps may be changed while they
+// are ranged over, and the range only advances while sh.mu is held, so
+// other goroutines may decide between batches; keys they add may be missed
+// until the next sweep.
+func (m *Memory) cleanLogs(t *table, sh *shard) int {
 	dropped, n := 0, 0
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	now := m.now()
-	if sh.logs != nil {
-		for k, l := range sh.logs {
-			if l.atRest(now, t.pr.w) {
-				delete(sh.logs, k)
-				m.dropped(&m.cleaned)
-				dropped++
-			}
-			if n++; n%cleanupBatch == 0 {
-				sh.mu.Unlock()
-				sh.mu.Lock()
-				now = m.now()
-			}
-		}
-		return dropped
-	}
-	for k, e := range sh.m {
-		if t.pr.atRest(e.s, now) {
-			delete(sh.m, k)
+	for k, l := range sh.logs {
+		if l.atRest(now, t.pr.w) {
+			delete(sh.logs, k)
 			m.dropped(&m.cleaned)
 			dropped++
 		}

@@ -7,6 +7,7 @@ import "context"
 type pending struct {
 	t       *table
 	sh      *shard
+	h       uint64
 	key     string
 	s       state
 	log     *rollingLog // rolling window: the key's log, possibly fresh
@@ -37,13 +38,13 @@ func (m *Memory) multi(reqs []Request, out []Decision, count bool) ([]Decision, 
 		if err != nil {
 			return out, err
 		}
-		sh := m.shard(t, r.Key)
+		h, sh := m.shard(t, r.Key)
 		j := 0
 		for j < len(ps) && (ps[j].t != t || ps[j].key != r.Key) {
 			j++
 		}
 		if j == len(ps) {
-			ps = append(ps, pending{t: t, sh: sh, key: r.Key})
+			ps = append(ps, pending{t: t, sh: sh, h: h, key: r.Key})
 		}
 		idx = append(idx, j)
 	}
@@ -114,9 +115,10 @@ func (p *pending) load() {
 		}
 		return
 	}
-	var e entry
-	e, ok := p.sh.m[p.key]
-	p.s, p.isNew = e.s, !ok
+	p.s, p.isNew = state{}, true
+	if i := p.sh.t.find(p.h, p.key); i >= 0 {
+		p.s, p.isNew = p.sh.t.s[i].state(p.t.pr.alg), false
+	}
 }
 
 // decide decides cost on the state as earlier requests left it.
@@ -161,7 +163,7 @@ func (m *Memory) commit(ps []pending, now int64) error {
 	admitted := 0
 	for i := range ps {
 		if ps[i].changed && ps[i].isNew {
-			if err := m.admitKey(ps[i].t, ps[i].sh, now); err != nil {
+			if err := m.admitKey(ps[i].t, ps[i].sh, ps[i].h, now); err != nil {
 				m.keys.Add(int64(-admitted))
 				return err
 			}
@@ -180,7 +182,12 @@ func (m *Memory) commit(ps []pending, now int64) error {
 			p.log.push(p.log.now(now), p.extra)
 			continue
 		}
-		p.sh.m[p.key] = entry{s: p.s, used: now}
+		// Found again: admitting an earlier key may have moved or evicted it.
+		i := p.sh.t.find(p.h, p.key)
+		if i < 0 {
+			i = p.sh.t.insert(p.h, p.key)
+		}
+		p.sh.t.s[i].set(p.t.pr.alg, p.s, m.used(now))
 	}
 	return nil
 }
@@ -192,43 +199,60 @@ func (m *Memory) Settle(_ context.Context, key string, p Policy, delta int64) (D
 		return Decision{}, err
 	}
 	now := m.now()
-	sh := m.shard(t, key)
+	h, sh := m.shard(t, key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	var dec Decision
 	if t.pr.alg == algRolling {
-		l := sh.logs[key]
-		if l == nil {
-			if delta <= 0 {
-				return t.pr.decideRolling(&rollingLog{}, now, 0, 0, false), nil
-			}
-			if err := m.admitKey(t, sh, now); err != nil {
-				return refusal(t.pr.limit), err
-			}
-			l = &rollingLog{}
-			sh.logs[key] = l
-		}
-		dec = t.pr.settleRolling(l, now, delta)
+		dec, err = m.settleRolling(t, sh, key, now, delta)
 	} else {
-		e, ok := sh.m[key]
-		var ns state
-		dec, ns = t.pr.settle(e.s, now, delta)
-		switch {
-		case t.pr.atRest(ns, now):
-			if ok {
-				delete(sh.m, key)
-				m.dropped(&m.cleaned)
-			}
-		case !ok:
-			if err := m.admitKey(t, sh, now); err != nil {
-				return refusal(t.pr.limit), err
-			}
-			fallthrough
-		default:
-			sh.m[key] = entry{s: ns, used: now}
-		}
+		dec, err = m.settleState(t, sh, h, key, now, delta)
+	}
+	if err != nil {
+		return dec, err
 	}
 	dec.Allowed, dec.Policy = true, p.Name
+	return dec, nil
+}
+
+// settleRolling requires sh.mu.
+func (m *Memory) settleRolling(t *table, sh *shard, key string, now, delta int64) (Decision, error) {
+	l := sh.logs[key]
+	if l == nil {
+		if delta <= 0 {
+			return t.pr.decideRolling(&rollingLog{}, now, 0, 0, false), nil
+		}
+		if err := m.admitKey(t, sh, 0, now); err != nil {
+			return refusal(t.pr.limit), err
+		}
+		l = &rollingLog{}
+		sh.logs[key] = l
+	}
+	return t.pr.settleRolling(l, now, delta), nil
+}
+
+// settleState requires sh.mu.
+func (m *Memory) settleState(t *table, sh *shard, h uint64, key string, now, delta int64) (Decision, error) {
+	i := sh.t.find(h, key)
+	var s state
+	if i >= 0 {
+		s = sh.t.s[i].state(t.pr.alg)
+	}
+	dec, ns := t.pr.settle(s, now, delta)
+	switch {
+	case t.pr.atRest(ns, now):
+		if i >= 0 {
+			sh.t.remove(i)
+			m.dropped(&m.cleaned)
+		}
+		return dec, nil
+	case i < 0:
+		if err := m.admitKey(t, sh, h, now); err != nil {
+			return refusal(t.pr.limit), err
+		}
+		i = sh.t.insert(h, key)
+	}
+	sh.t.s[i].set(t.pr.alg, ns, m.used(now))
 	return dec, nil
 }
 
@@ -238,13 +262,14 @@ func (m *Memory) Reset(_ context.Context, key string, p Policy) error {
 	if err != nil {
 		return err
 	}
-	sh := m.shard(t, key)
+	h, sh := m.shard(t, key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	_, ok := sh.m[key]
-	_, okl := sh.logs[key]
-	if ok || okl {
-		delete(sh.m, key)
+	if i := sh.t.find(h, key); i >= 0 {
+		sh.t.remove(i)
+		m.keys.Add(-1)
+	}
+	if _, ok := sh.logs[key]; ok {
 		delete(sh.logs, key)
 		m.keys.Add(-1)
 	}

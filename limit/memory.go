@@ -64,8 +64,10 @@ type Memory struct {
 	whenFull FullPolicy
 	nshards  int
 	seed     maphash.Seed
+	start    int64 // µs; slot.used counts seconds from it
 
 	tables atomic.Pointer[map[Policy]*table] // copied on write under tmu
+	last   atomic.Pointer[table]             // the table used last: most stores use one policy
 	tmu    sync.Mutex
 	nextID atomic.Uint64
 
@@ -73,6 +75,7 @@ type Memory struct {
 }
 
 type table struct {
+	p      Policy
 	pr     params
 	mask   uint64
 	shards []shard
@@ -80,15 +83,9 @@ type table struct {
 
 type shard struct {
 	mu   sync.Mutex
-	id   uint64 // lock order of AllowAll
-	m    map[string]entry
+	id   uint64                 // lock order of AllowAll
+	t    slots                  // every algorithm but the rolling window
 	logs map[string]*rollingLog // rolling window only
-	_    [24]byte               // keeps neighbouring shards' locks off one cache line
-}
-
-type entry struct {
-	s    state
-	used int64 // µs of the last decision, for EvictLRU
 }
 
 // NewMemory returns an empty memory store, or a *PolicyError-like error
@@ -114,13 +111,18 @@ func NewMemory(opts MemoryOptions) (*Memory, error) {
 	}
 	m := &Memory{clock: opts.Clock, maxKeys: int64(opts.MaxKeys), whenFull: opts.WhenFull,
 		nshards: opts.Shards, seed: maphash.MakeSeed()}
+	m.start = m.now()
 	m.tables.Store(&map[Policy]*table{})
 	return m, nil
 }
 
 // table returns p's table, creating it on first use.
 func (m *Memory) table(p Policy) (*table, error) {
+	if t := m.last.Load(); t != nil && t.p == p {
+		return t, nil
+	}
 	if t := (*m.tables.Load())[p]; t != nil {
+		m.last.Store(t)
 		return t, nil
 	}
 	pr, err := p.params()
@@ -133,10 +135,9 @@ func (m *Memory) table(p Policy) (*table, error) {
 	if t := old[p]; t != nil {
 		return t, nil
 	}
-	t := &table{pr: pr, mask: uint64(m.nshards - 1), shards: make([]shard, m.nshards)}
+	t := &table{p: p, pr: pr, mask: uint64(m.nshards - 1), shards: make([]shard, m.nshards)}
 	for i := range t.shards {
 		t.shards[i].id = m.nextID.Add(1)
-		t.shards[i].m = map[string]entry{}
 		if pr.alg == algRolling {
 			t.shards[i].logs = map[string]*rollingLog{}
 		}
@@ -150,8 +151,16 @@ func (m *Memory) table(p Policy) (*table, error) {
 	return t, nil
 }
 
-func (m *Memory) shard(t *table, key string) *shard {
-	return &t.shards[maphash.String(m.seed, key)&t.mask]
+// shard returns key's hash and shard, picked by the hash's high bits (the
+// slot table uses the low ones).
+func (m *Memory) shard(t *table, key string) (uint64, *shard) {
+	h := maphash.String(m.seed, key)
+	return h, &t.shards[(h>>48)&t.mask]
+}
+
+// used returns now as slot.used: seconds since the store started.
+func (m *Memory) used(now int64) uint32 {
+	return uint32(min(max(0, (now-m.start)/1e6), 1<<32-1))
 }
 
 func (m *Memory) now() int64 { return unixMicro(m.clock.Now()) }
@@ -166,13 +175,13 @@ func (m *Memory) AllowN(_ context.Context, key string, p Policy, cost int64) (De
 		return Decision{}, err
 	}
 	now := m.now()
-	sh := m.shard(t, key)
+	h, sh := m.shard(t, key)
 	sh.mu.Lock()
 	var dec Decision
 	if t.pr.alg == algRolling {
 		dec, err = m.allowRolling(t, sh, key, now, cost)
 	} else {
-		dec, err = m.allowState(t, sh, key, now, cost)
+		dec, err = m.allowState(t, sh, h, key, now, cost)
 	}
 	sh.mu.Unlock()
 	dec.Policy = p.Name
@@ -180,18 +189,23 @@ func (m *Memory) AllowN(_ context.Context, key string, p Policy, cost int64) (De
 }
 
 // allowState requires sh.mu.
-func (m *Memory) allowState(t *table, sh *shard, key string, now, cost int64) (Decision, error) {
-	e, ok := sh.m[key]
-	dec, ns := t.pr.decide(e.s, now, cost, false)
-	if ns == e.s {
+func (m *Memory) allowState(t *table, sh *shard, h uint64, key string, now, cost int64) (Decision, error) {
+	i := sh.t.find(h, key)
+	var s state
+	if i >= 0 {
+		s = sh.t.s[i].state(t.pr.alg)
+	}
+	dec, ns := t.pr.decide(s, now, cost, false)
+	if ns == s {
 		return dec, nil
 	}
-	if !ok {
-		if err := m.admitKey(t, sh, now); err != nil {
+	if i < 0 {
+		if err := m.admitKey(t, sh, h, now); err != nil {
 			return refusal(t.pr.limit), err
 		}
+		i = sh.t.insert(h, key)
 	}
-	sh.m[key] = entry{s: ns, used: now}
+	sh.t.s[i].set(t.pr.alg, ns, m.used(now))
 	return dec, nil
 }
 
@@ -204,7 +218,7 @@ func (m *Memory) allowRolling(t *table, sh *shard, key string, now, cost int64) 
 		if !dec.Allowed || cost == 0 {
 			return dec, nil
 		}
-		if err := m.admitKey(t, sh, now); err != nil {
+		if err := m.admitKey(t, sh, 0, now); err != nil {
 			return refusal(t.pr.limit), err
 		}
 		l = &rollingLog{}

@@ -17,6 +17,10 @@ const (
 	algSliding
 )
 
+// maxSlidingLimit bounds the sliding window's limit, so that its two counts
+// (each at most twice the limit) share one int64 in the memory store.
+const maxSlidingLimit = 1 << 30
+
 // maxRollingLimit bounds the entries of a rolling window's log.
 const maxRollingLimit = 1 << 20
 
@@ -71,6 +75,9 @@ func (p Policy) params() (params, error) {
 	pr.w = p.Window.Microseconds()
 	if hi, lo := bits.Mul64(uint64(pr.limit), uint64(pr.w)); hi != 0 || lo > maxUnits/4 {
 		return pe("limit", "limit times window is too large")
+	}
+	if pr.alg == algSliding && pr.limit > maxSlidingLimit {
+		return pe("limit", "a sliding window counts in 31 bits: at most 1073741824")
 	}
 	if pr.alg == algRolling && pr.limit > maxRollingLimit {
 		return pe("limit", "a rolling window keeps an entry per admitted cost: at most 1048576")

@@ -21,7 +21,8 @@ type Factory func(t *testing.T, clock limit.Clock, n int) []limit.Store
 
 // Run runs the conformance suite against the stores of f.
 func Run(t *testing.T, f Factory) {
-	t.Run("Steps", func(t *testing.T) { testSteps(t, f) })
+	t.Run("Steps", func(t *testing.T) { testSteps(t, f, false) })
+	t.Run("StepsAllowAll", func(t *testing.T) { testSteps(t, f, true) })
 	t.Run("RetryNeverEarly", func(t *testing.T) { testRetryNeverEarly(t, f) })
 	t.Run("FreshKeyBurst", func(t *testing.T) { testFreshKeyBurst(t, f) })
 	t.Run("AllowAll", func(t *testing.T) { testAllowAll(t, f) })
@@ -46,7 +47,9 @@ func check(t *testing.T, where string, p limit.Policy, got, want limit.Decision)
 	}
 }
 
-func testSteps(t *testing.T, f Factory) {
+// testSteps runs the step tables, deciding with AllowN or, with all, with
+// AllowAll on a single request (stores may take other paths for it).
+func testSteps(t *testing.T, f Factory, all bool) {
 	ctx := context.Background()
 	for _, tab := range Tables() {
 		t.Run(tab.Name, func(t *testing.T) {
@@ -59,7 +62,18 @@ func testSteps(t *testing.T, f Factory) {
 				var err error
 				switch st.Op {
 				case "":
-					got, err = store.AllowN(ctx, "k", p, st.Cost)
+					if !all {
+						got, err = store.AllowN(ctx, "k", p, st.Cost)
+						break
+					}
+					var out []limit.Decision
+					out, err = store.AllowAll(ctx, []limit.Request{{Key: "k", Policy: p, Cost: st.Cost}}, nil)
+					if err == nil && len(out) != 1 {
+						t.Fatalf("%s: %d decisions for one request", where, len(out))
+					}
+					if err == nil {
+						got = out[0]
+					}
 				case "settle":
 					got, err = store.Settle(ctx, "k", p, st.Cost)
 				case "reset":

@@ -17,7 +17,13 @@ import (
 //go:embed limit.lua
 var scriptSource string
 
-var script = redis.NewScript(scriptSource)
+//go:embed allow.lua
+var allowSource string
+
+var (
+	script      = redis.NewScript(scriptSource)
+	allowScript = redis.NewScript(allowSource) // one key, token bucket, GCRA, fixed window
+)
 
 // Script operations, as the Lua script numbers them.
 const (
@@ -185,6 +191,10 @@ func parse(res string, reqs []limit.Request, out []limit.Decision) ([]limit.Deci
 func (s *Store) AllowN(ctx context.Context, key string, p limit.Policy, cost int64) (limit.Decision, error) {
 	var buf [1]limit.Decision
 	reqs := [1]limit.Request{{Key: key, Policy: p, Cost: cost}}
+	switch p.Algorithm {
+	case limit.TokenBucketAlgorithm, limit.GCRAAlgorithm, limit.FixedWindowAlgorithm:
+		return s.allowFast(ctx, reqs[0])
+	}
 	out, err := s.run(ctx, opAllow, "allow", reqs[:], buf[:0])
 	if err != nil || len(out) == 0 {
 		return limit.Decision{}, err
@@ -227,3 +237,35 @@ func (s *Store) Reset(ctx context.Context, key string, p limit.Policy) error {
 }
 
 var _ limit.Store = (*Store)(nil)
+
+// allowFast decides one request with the short script.
+func (s *Store) allowFast(ctx context.Context, r limit.Request) (limit.Decision, error) {
+	if r.Cost < 0 {
+		return limit.Decision{}, &limit.CostError{Cost: r.Cost}
+	}
+	u, err := units(r.Policy)
+	if err != nil {
+		return limit.Decision{}, err
+	}
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	b := (*bp)[:0]
+	for i, x := range [...]int64{u.alg, u.limit, u.n, u.p, u.w, r.Cost, s.now()} {
+		if i > 0 {
+			b = append(b, ' ')
+		}
+		b = strconv.AppendInt(b, x, 10)
+	}
+	*bp = b
+	key := s.Key(r.Key, r.Policy)
+	res, err := allowScript.Run(ctx, s.client, []string{key}, string(b)).Text()
+	if err != nil {
+		return limit.Decision{}, s.failure(ctx, "allow", []string{key}, err)
+	}
+	var one [1]limit.Decision
+	out, err := parse(res, []limit.Request{r}, one[:0])
+	if err != nil {
+		return limit.Decision{}, err
+	}
+	return out[0], nil
+}

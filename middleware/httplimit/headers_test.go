@@ -148,3 +148,27 @@ func TestParseHeaderFormat(t *testing.T) {
 		t.Errorf("error %T, want *UnknownFormatError", err)
 	}
 }
+
+// Whatever the policy name and numbers, the draft fields parse back as
+// structured-field lists carrying the same name and non-negative integers.
+func FuzzDraftFields(f *testing.F) {
+	f.Add("per-ip", int64(100), int64(42), int64(17e9))
+	f.Add(`a"b\c`, int64(-1), int64(1<<62), int64(-5))
+	f.Add("é\x00\x7f", int64(0), int64(0), int64(0))
+	f.Fuzz(func(t *testing.T, name string, q, r, d int64) {
+		for _, v := range []string{PolicyField(name, q, time.Duration(d)), RateLimitField(name, r, time.Duration(d))} {
+			items, err := sftest.ParseList(v)
+			if err != nil {
+				t.Fatalf("%q: %v", v, err)
+			}
+			if ValidPolicyName(name) && items[0].Value != name {
+				t.Fatalf("%q: name %v, want %q", v, items[0].Value, name)
+			}
+			for _, p := range items[0].Params {
+				if n, ok := p.Value.(int64); !ok || n < 0 {
+					t.Fatalf("%q: parameter %s = %v", v, p.Key, p.Value)
+				}
+			}
+		}
+	})
+}

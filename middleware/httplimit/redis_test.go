@@ -1,0 +1,174 @@
+package httplimit_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/costwise/batcher/limit"
+	"github.com/costwise/batcher/limit/redislimit"
+	"github.com/costwise/batcher/middleware/httplimit"
+	"github.com/costwise/batcher/middleware/internal/redistest"
+)
+
+// redisOptions returns middleware options on a Redis store of a
+// redis-server this test owns, with a short probe so recovery is quick.
+func redisOptions(t *testing.T, mode httplimit.FailMode) (*redistest.Server, httplimit.Options, *prometheus.Registry) {
+	t.Helper()
+	srv := redistest.Start(t)
+	store, err := redislimit.New(srv.Client(t), redislimit.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	return srv, httplimit.Options{
+		Policies:             []httplimit.Policy{{Name: "per-ip", Limit: limit.FixedWindow(4, time.Hour)}},
+		Store:                store,
+		OnStoreError:         mode,
+		FallbackReplicas:     2,
+		StoreTimeout:         500 * time.Millisecond,
+		FailClosedRetryAfter: 1500 * time.Millisecond,
+		Registerer:           reg,
+	}, reg
+}
+
+func decisions(t *testing.T, reg *prometheus.Registry, result string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "batcher_http_limit_decisions_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "result" && l.GetValue() == result {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
+
+func storeErrors(t *testing.T, reg *prometheus.Registry) float64 {
+	t.Helper()
+	n, err := testutil.GatherAndCount(reg, "batcher_http_limit_store_errors_total")
+	if err != nil || n != 1 {
+		t.Fatalf("store errors metric: %d series, %v", n, err)
+	}
+	mfs, _ := reg.Gather()
+	for _, mf := range mfs {
+		if mf.GetName() == "batcher_http_limit_store_errors_total" {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	return 0
+}
+
+func TestRedisStoppedFailOpen(t *testing.T) {
+	srv, opts, reg := redisOptions(t, httplimit.FailOpen)
+	ts := serve(t, opts)
+	res := get(t, ts)
+	if res.code != 200 || parseDraft(t, res).r != 3 {
+		t.Fatalf("with Redis up: %d %v", res.code, res.h)
+	}
+	srv.Stop()
+	for i := 0; i < 6; i++ { // more than the limit: nothing is limited while Redis is down
+		res := get(t, ts)
+		if res.code != 200 || res.h.Get("RateLimit") != "" {
+			t.Fatalf("Redis down, request %d: %d %v; want admitted without headers", i, res.code, res.h)
+		}
+	}
+	if n := decisions(t, reg, "failed_open"); n != 6 {
+		t.Errorf("failed_open decisions = %v, want 6", n)
+	}
+	if n := storeErrors(t, reg); n < 1 {
+		t.Errorf("store errors = %v", n)
+	}
+}
+
+func TestRedisStoppedFailClosed(t *testing.T) {
+	srv, opts, reg := redisOptions(t, httplimit.FailClosed)
+	ts := serve(t, opts)
+	if res := get(t, ts); res.code != 200 {
+		t.Fatalf("with Redis up: %d", res.code)
+	}
+	srv.Stop()
+	res := get(t, ts)
+	if res.code != 503 || res.h.Get("Retry-After") != "2" {
+		t.Fatalf("Redis down: %d Retry-After %q; want 503 with Retry-After 2 (1.5 s rounded up)", res.code, res.h.Get("Retry-After"))
+	}
+	if p := problem(t, res); p["status"] != float64(503) {
+		t.Errorf("problem %v", p)
+	}
+	if n := decisions(t, reg, "failed_closed"); n != 1 {
+		t.Errorf("failed_closed decisions = %v, want 1", n)
+	}
+	// Redis back, empty: requests are decided on it again once the probe
+	// delay has passed.
+	srv.Restart(t)
+	deadline := time.Now().Add(20 * time.Second)
+	for get(t, ts).code != 200 {
+		if time.Now().After(deadline) {
+			t.Fatal("still refused 20 s after Redis came back")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func TestRedisStoppedLocalFallback(t *testing.T) {
+	srv, opts, reg := redisOptions(t, httplimit.FailFallback)
+	ts := serve(t, opts)
+	if res := get(t, ts); res.code != 200 {
+		t.Fatalf("with Redis up: %d", res.code)
+	}
+	srv.Stop()
+	// The fallback decides locally at the limit divided by 2 replicas.
+	for i, want := range []int{200, 200, 429} {
+		res := get(t, ts)
+		if res.code != want {
+			t.Fatalf("fallback request %d: %d, want %d", i, res.code, want)
+		}
+		if d := parseDraft(t, res); d.q != 2 {
+			t.Errorf("fallback headers describe quota %d, want the local 2", d.q)
+		}
+	}
+	if n := storeErrors(t, reg); n < 1 {
+		t.Errorf("store errors = %v", n)
+	}
+}
+
+// A store that does not answer cannot hold a request past StoreTimeout.
+func TestRedisPausedTimeout(t *testing.T) {
+	srv, opts, reg := redisOptions(t, httplimit.FailOpen)
+	opts.StoreTimeout = 100 * time.Millisecond
+	ts := serve(t, opts)
+	if res := get(t, ts); res.code != 200 {
+		t.Fatalf("with Redis up: %d", res.code)
+	}
+	admin := srv.Client(t)
+	if err := admin.Do(context.Background(), "CLIENT", "PAUSE", "3000", "ALL").Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Do(context.Background(), "CLIENT", "UNPAUSE") })
+	start := time.Now()
+	res := get(t, ts)
+	took := time.Since(start)
+	if res.code != 200 {
+		t.Errorf("paused Redis: %d, want admitted (fail-open)", res.code)
+	}
+	// Without the timeout the request would wait the 3 s pause out.
+	t.Logf("request with a paused store took %v", took)
+	if took > 2*time.Second {
+		t.Errorf("request took %v with a paused store and a 100 ms timeout", took)
+	}
+	if n := decisions(t, reg, "failed_open"); n != 1 {
+		t.Errorf("failed_open = %v", n)
+	}
+}
