@@ -5,6 +5,7 @@ import (
 
 	"github.com/costwise/batcher/azureblob"
 	"github.com/costwise/batcher/internal/errs"
+	"github.com/costwise/batcher/internal/events"
 	"github.com/costwise/batcher/lease"
 	"github.com/costwise/batcher/sharing"
 )
@@ -124,4 +125,8 @@ type (
 	// AzureConfigError is returned by the Azure lease manager when its
 	// configuration cannot address a container.
 	AzureConfigError = azureblob.ConfigError
+	// ListenerPanicError is the metadata of the error event raised, to the
+	// other listeners, when a listener panicked; the panic is recovered and
+	// the listener stays registered.
+	ListenerPanicError = events.ListenerPanicError
 )

@@ -165,8 +165,12 @@ func (r *SharedResource) Start(ctx context.Context) error {
 
 // Stop ends the loop, releases every lease so other instances can take the
 // partitions at once, withdraws this instance's demand, raises the shutdown
-// event and closes idle connections. It is idempotent; Capacity afterwards
-// is the reserved capacity. A stopped resource cannot be started again.
+// event and closes idle connections. It returns within
+// sharing.StopTimeout (2 s) whatever the store does, leaving a release the
+// store does not answer to finish in the background, ended by the SDK's
+// try timeout; it may be called from a listener. It is idempotent; Capacity
+// afterwards is the reserved capacity. A stopped resource cannot be started
+// again.
 func (r *SharedResource) Stop() {
 	r.shared.Stop()
 	r.mgr.CloseIdleConnections()

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/costwise/batcher/internal/errs"
+	"github.com/costwise/batcher/internal/events"
 	"github.com/costwise/batcher/lease"
 )
 
@@ -11,6 +12,12 @@ import (
 // called out of order: Start before Provision, or either after Stop. It is
 // the type of the same name in package batcher.
 type RateLimiterImproperOrderError = errs.RateLimiterImproperOrderError
+
+// ListenerPanicError is the metadata of the error event raised, to the
+// other listeners, when a listener panicked; the panic is recovered and the
+// listener stays registered. It is the type of the same name in package
+// batcher.
+type ListenerPanicError = events.ListenerPanicError
 
 // InvalidSettingError is returned by Provision when a With method was given
 // a value the resource cannot use. It is the type of the same name in

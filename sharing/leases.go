@@ -70,7 +70,7 @@ func (r *Resource) forget(st *loopState, p int, why string) {
 	delete(st.table, p)
 	r.publishView(st)
 	r.stats.releases.Add(1)
-	r.listeners.Emit(ReleasedEvent, p, why, nil)
+	r.emitLoop(ReleasedEvent, p, why, nil)
 }
 
 // isConflict reports whether err is a lease.ConflictError.
@@ -117,13 +117,13 @@ func (r *Resource) release(ctx context.Context, st *loopState, partitions []int,
 		delete(st.table, p)
 	}
 	r.publishView(st)
-	r.emitCapacity(r.Capacity(), false)
+	r.loopCapacity(r.Capacity())
 	results := r.each(ctx, partitions, func(cctx context.Context, p int) error {
 		return r.mgr.Release(cctx, p, r.owner)
 	})
 	for _, res := range results {
 		r.stats.releases.Add(1)
-		r.listeners.Emit(ReleasedEvent, res.partition, why, nil)
+		r.emitLoop(ReleasedEvent, res.partition, why, nil)
 		// A conflict means the lease had already ended; any other error
 		// leaves it to expire at the store, which is safe, but is worth
 		// reporting.
@@ -175,7 +175,7 @@ func (r *Resource) acquire(ctx context.Context, st *loopState, partitions []int)
 			st.table[res.partition] = newHeldLease(res.sent, r.leaseDuration)
 			delete(st.uncertain, res.partition)
 		case isConflict(res.err):
-			r.listeners.Emit(FailedEvent, res.partition, "", nil)
+			r.emitLoop(FailedEvent, res.partition, "", nil)
 		default:
 			// The store may have granted the lease before the call failed;
 			// Stop releases such partitions in case.
@@ -187,7 +187,7 @@ func (r *Resource) acquire(ctx context.Context, st *loopState, partitions []int)
 	for _, res := range results {
 		if res.err == nil {
 			r.stats.acquisitions.Add(1)
-			r.listeners.Emit(AllocatedEvent, res.partition, "", nil)
+			r.emitLoop(AllocatedEvent, res.partition, "", nil)
 		}
 	}
 }
@@ -285,5 +285,5 @@ func (r *Resource) shutdown(ctx context.Context, st *loopState) {
 			r.fail(cctx, st, "withdraw demand", err)
 		}
 	}
-	r.emitCapacity(r.reserved.Load(), false)
+	r.loopCapacity(r.reserved.Load())
 }

@@ -133,7 +133,7 @@ func (r *Resource) damp(st *loopState, raw int, now time.Time) int {
 // next pass is due.
 func (r *Resource) finishPass(st *loopState, wanted int, now time.Time) (time.Time, bool) {
 	r.publishView(st)
-	r.emitCapacity(r.capacityAt(now), false)
+	r.loopCapacity(r.capacityAt(now))
 	r.stats.share.Store(int64(st.share))
 	if st.failed {
 		st.failures++
@@ -203,7 +203,7 @@ func (r *Resource) fail(ctx context.Context, st *loopState, what string, err err
 		st.provision = true
 	}
 	r.stats.errs.Add(1)
-	r.listeners.Emit(ErrorEvent, 0, fmt.Sprintf("batcher: %s: %v", what, err), err)
+	r.emitLoop(ErrorEvent, 0, fmt.Sprintf("batcher: %s: %v", what, err), err)
 }
 
 // provisionAgain provisions count partitions, when the store lost them or

@@ -56,13 +56,16 @@ type Resource struct {
 	listeners    events.Registry
 	stats        sharedCounters
 
-	mu       sync.Mutex // guards phase, cancel and done
-	phase    int
-	invalid  error // the first invalid With value, returned by Provision
-	cancel   context.CancelFunc
-	done     chan struct{}
-	wake     chan struct{} // buffered 1; a pending send means "look again"
-	stopOnce sync.Once
+	mu      sync.Mutex // guards phase, cancel and done
+	phase   int
+	invalid error // the first invalid With value, returned by Provision
+	cancel  context.CancelFunc
+	done    chan struct{}
+	wake    chan struct{} // buffered 1; a pending send means "look again"
+	stopped atomic.Bool   // set by Stop: Capacity is the reserved capacity
+
+	emits      atomic.Uint64 // loop events raised so far
+	inListener atomic.Uint64 // the loop event whose listeners run now; 0: none
 }
 
 // New returns a Resource that shares sharedCapacity
@@ -225,19 +228,38 @@ func (r *Resource) Capacity() uint32 {
 // capacityAt returns the capacity as it is at now.
 func (r *Resource) capacityAt(now time.Time) uint32 {
 	var held uint32
-	if v := r.valid.Load(); v != nil {
+	if v := r.valid.Load(); v != nil && !r.stopped.Load() {
 		held = validCapacity(*v, now, r.shared.Load(), r.factor)
 	}
 	return held + r.reserved.Load()
 }
 
 // emitCapacity raises a capacity event for c when it differs from the last
-// one raised, or always when always is set.
+// one raised, or always when always is set. Not for the loop goroutine,
+// which calls loopCapacity.
 func (r *Resource) emitCapacity(c uint32, always bool) {
 	if r.lastCapacity.Swap(int64(c)) == int64(c) && !always {
 		return
 	}
 	r.listeners.Emit(CapacityEvent, int(c), "", nil)
+}
+
+// loopCapacity raises a capacity event for c when it differs from the last
+// one raised. Loop goroutine only.
+func (r *Resource) loopCapacity(c uint32) {
+	if r.lastCapacity.Swap(int64(c)) == int64(c) {
+		return
+	}
+	r.emitLoop(CapacityEvent, int(c), "", nil)
+}
+
+// emitLoop raises an event from the loop goroutine. While the listeners run
+// it publishes the number of this call in inListener, so that Stop can tell
+// that the loop may be waiting for its own caller. Loop goroutine only.
+func (r *Resource) emitLoop(event string, val int, msg string, metadata interface{}) {
+	r.inListener.Store(r.emits.Add(1))
+	defer r.inListener.Store(0)
+	r.listeners.Emit(event, val, msg, metadata)
 }
 
 // partitionCount returns ceil(shared/factor).
@@ -373,21 +395,80 @@ func (r *Resource) Start(ctx context.Context) error {
 	return nil
 }
 
-// Stop ends the loop, releases every lease and withdraws this instance's
-// demand, so other instances can take the partitions at once; it then
-// raises a capacity event when capacity changed, and the shutdown event.
-// Capacity afterwards is the reserved capacity. Stop is idempotent and
-// returns once the loop has ended.
-func (r *Resource) Stop() {
-	r.stopOnce.Do(func() {
-		r.mu.Lock()
-		cancel, done := r.cancel, r.done
-		r.phase = phaseStopped
-		r.mu.Unlock()
-		if cancel != nil {
-			cancel()
-			<-done
+// StopTimeout is the longest Stop waits for the loop to release the leases
+// and withdraw the demand.
+const StopTimeout = releaseTimeout
+
+// listenerGrace is how long Stop lets the loop stay inside one listener
+// call before it takes that listener for its own caller.
+const listenerGrace = 100 * time.Millisecond
+
+// awaitLoop waits until done is closed, at most StopTimeout, and no longer
+// once the loop has been inside one listener call for listenerGrace: no
+// goroutine identity tells whether that listener is the caller of Stop, in
+// which case the loop would wait for Stop as Stop waits for the loop. Wall
+// time, not r.clock: the bound is a promise to the caller.
+func (r *Resource) awaitLoop(done <-chan struct{}) {
+	timeout := time.NewTimer(StopTimeout)
+	defer timeout.Stop()
+	poll := time.NewTicker(listenerGrace / 10)
+	defer poll.Stop()
+	var call uint64
+	var since time.Time
+	for {
+		select {
+		case <-done:
+			return
+		case <-timeout.C:
+			return
+		case now := <-poll.C:
+			switch c := r.inListener.Load(); {
+			case c == 0:
+				call = 0
+			case c != call:
+				call, since = c, now
+			case now.Sub(since) >= listenerGrace:
+				return
+			}
 		}
-		r.listeners.Emit(ShutdownEvent, 0, "", nil)
-	})
+	}
+}
+
+// Stop ends the loop, which releases every lease and withdraws this
+// instance's demand so other instances can take the partitions at once;
+// then it raises a capacity event when capacity changed, and the shutdown
+// event. Capacity is the reserved capacity from the moment Stop is called.
+//
+// Stop returns within StopTimeout (2 s) whatever the store does. It waits
+// for the loop until the releases are done or StopTimeout has passed; a
+// store that does not answer in time is left to finish in the background,
+// and the loop goroutine ends when the store's client gives up on its calls
+// (its own timeouts: a call that ignores context cancellation, as go-redis
+// does for a blocked read without ContextTimeoutEnabled, ends at its read
+// timeout). Events of such a late release come after the shutdown event;
+// leases it could not release expire at the store.
+//
+// Stop may be called from a listener, including one the loop is calling
+// (allocated, released, failed, error, capacity): the loop cannot release
+// while it waits for that listener, so when the loop has been inside one
+// listener call for listenerGrace (100 ms) Stop stops waiting for it and
+// the release follows in the background once the listener returns. Only the
+// first call does anything; later calls, and calls before Start, return at
+// once.
+func (r *Resource) Stop() {
+	r.mu.Lock()
+	if r.phase == phaseStopped {
+		r.mu.Unlock()
+		return
+	}
+	cancel, done := r.cancel, r.done
+	r.phase = phaseStopped
+	r.mu.Unlock()
+	r.stopped.Store(true)
+	if cancel != nil {
+		cancel()
+		r.awaitLoop(done)
+	}
+	r.emitCapacity(r.reserved.Load(), false)
+	r.listeners.Emit(ShutdownEvent, 0, "", nil)
 }

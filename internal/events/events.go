@@ -6,6 +6,7 @@
 package events
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
 
@@ -126,12 +127,62 @@ func (l *Registry) Empty() bool {
 
 // Emit calls every listener registered at the time of the call, in the order
 // they were added. It must not be called with any lock held.
+//
+// A listener that panics does not crash the caller (a loop goroutine,
+// usually): the panic is recovered, the other listeners get an error event
+// whose metadata is a ListenerPanicError, and the listener stays registered.
+// A listener that panics on that error event is not reported again, so a
+// panicking listener cannot start an endless chain of reports.
 func (l *Registry) Emit(event string, val int, msg string, metadata interface{}) {
 	cur := l.list.Load()
 	if cur == nil {
 		return
 	}
-	for _, e := range *cur {
-		e.fn(event, val, msg, metadata)
+	for i, e := range *cur {
+		if p, panicked := call(e.fn, event, val, msg, metadata); panicked {
+			reportPanic(*cur, i, event, p)
+		}
 	}
+}
+
+// reportPanic raises an error event about the panic p of listeners[i]
+// during event to every other listener, ignoring their own panics.
+func reportPanic(listeners []entry, i int, event string, p interface{}) {
+	err := ListenerPanicError{Event: event, Value: p}
+	msg := err.Error()
+	for j, e := range listeners {
+		if j != i {
+			_, _ = call(e.fn, ErrorEvent, 0, msg, err)
+		}
+	}
+}
+
+// call calls fn and recovers a panic, which it returns.
+func call(fn Listener, event string, val int, msg string, metadata interface{}) (p interface{}, panicked bool) {
+	defer func() {
+		if panicked {
+			p = recover()
+		}
+	}()
+	panicked = true
+	fn(event, val, msg, metadata)
+	return nil, false
+}
+
+// ListenerPanicError is the metadata of the error event raised when a
+// listener panicked: the event it was called with and the value it panicked
+// with.
+type ListenerPanicError struct {
+	Event string
+	Value interface{}
+}
+
+func (e ListenerPanicError) Error() string {
+	return fmt.Sprintf("batcher: a listener panicked on event %q: %v", e.Event, e.Value)
+}
+
+// Unwrap returns the panic value when it is an error.
+func (e ListenerPanicError) Unwrap() error {
+	err, _ := e.Value.(error)
+	return err
 }
