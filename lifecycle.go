@@ -46,6 +46,7 @@ func (b *Batcher) Stop() {
 	if !b.made() {
 		return
 	}
+	neverStarted := false
 	b.stopOnce.Do(func() {
 		b.mu.Lock()
 		b.refuse.Store(true)
@@ -56,10 +57,15 @@ func (b *Batcher) Stop() {
 			close(b.stopReq)
 			return
 		}
-		b.listeners.Emit(ShutdownEvent, int(b.OperationsInBuffer()), "", nil)
+		neverStarted = true
 		close(b.loopDone)
 		close(b.notifierDone)
 	})
+	if neverStarted {
+		// Raised outside the Once: a shutdown listener may call Stop again.
+		b.listeners.Emit(ShutdownEvent, int(b.OperationsInBuffer()), "", nil)
+		return
+	}
 	<-b.loopDone // the loop never waits on a listener, so this ends
 	if !b.evq.busy.Load() {
 		<-b.notifierDone
@@ -78,6 +84,10 @@ func (b *Batcher) closeIntake() {
 // and every callback returned; otherwise a ShutdownIncompleteError that gives
 // the number never released and wraps ctx.Err() (or the reason the wait ended).
 // Either way the batcher is stopped when it returns. A listener may call it.
+//
+// Called from a watcher callback, Shutdown waits for that very callback, so
+// it can only end at ctx's deadline (with a ShutdownIncompleteError wrapping
+// context.DeadlineExceeded); give it a context with a deadline there.
 func (b *Batcher) Shutdown(ctx context.Context) error {
 	if !b.made() {
 		return nil
@@ -129,15 +139,33 @@ func (b *Batcher) awaitDrain(ctx context.Context) error {
 }
 
 // runBatch hands a batch to its watcher on the batch's own goroutine. A panic
-// in the callback is reported as an error event and the batch counts as done.
+// in the callback is reported as an error event, raised once the batch
+// counts as done, so that a listener of it may call Shutdown.
 func (b *Batcher) runBatch(w IWatcher, ops []IOperation, ib *inflightBatch) {
-	defer b.finishBatch(ib)
+	finished := false
 	defer func() {
-		if r := recover(); r != nil {
-			b.listeners.Emit(ErrorEvent, len(ops), fmt.Sprintf("batcher: watcher callback panicked: %v", r), ops)
+		if !finished { // the callback called runtime.Goexit
+			b.finishBatch(ib)
 		}
 	}()
+	p, panicked := processBatch(w, ops)
+	finished = true
+	b.finishBatch(ib)
+	if panicked {
+		b.listeners.Emit(ErrorEvent, len(ops), fmt.Sprintf("batcher: watcher callback panicked: %v", p), ops)
+	}
+}
+
+// processBatch calls the watcher's callback and recovers its panic.
+func processBatch(w IWatcher, ops []IOperation) (p interface{}, panicked bool) {
+	defer func() {
+		if panicked {
+			p = recover()
+		}
+	}()
+	panicked = true
 	w.ProcessBatch(ops)
+	return nil, false
 }
 
 // finishBatch is called when a callback returns.

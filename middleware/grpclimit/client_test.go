@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
 	"github.com/costwise/batcher/limit"
@@ -85,5 +86,41 @@ func TestClientFailsFastPastDeadline(t *testing.T) {
 	_ = ci2.Acquire(cctx, "/svc/M")
 	if err := ci2.Acquire(cctx, "/svc/M"); status.Code(err) != codes.Canceled {
 		t.Errorf("cancelled wait: %v, want Canceled", err)
+	}
+}
+
+// Streams are paced when they open.
+func TestClientStreamPaced(t *testing.T) {
+	clk := newFakeClock()
+	var waited time.Duration
+	ci, err := grpclimit.NewClient(grpclimit.ClientOptions{
+		Policies: []grpclimit.Policy{{Name: "streams", Limit: limit.GCRA(limit.PerSecond(1), 1)}},
+		Store:    memStore(t, clk),
+		Wait: func(ctx context.Context, d time.Duration) error {
+			waited += d
+			clk.Advance(d)
+			return nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := serveHealth(t, grpclimit.Options{
+		Policies: []grpclimit.Policy{{Name: "server", Limit: limit.GCRA(limit.PerSecond(1), 1)}},
+		Store:    memStore(t, clk), Now: clk.Now,
+	}, grpc.WithStreamInterceptor(ci.Stream()))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i := 0; i < 3; i++ {
+		s, err := c.Watch(ctx, &healthpb.HealthCheckRequest{})
+		if err == nil {
+			_, err = s.Recv()
+		}
+		if err != nil {
+			t.Fatalf("stream %d: %v", i, err)
+		}
+	}
+	if waited != 2*time.Second {
+		t.Errorf("waited %v for 3 streams at 1/s with a burst of 1, want 2 s", waited)
 	}
 }

@@ -56,6 +56,7 @@ type InvalidPrefixError struct {
 	Bits   int
 }
 
+// Error names the family and the length.
 func (e *InvalidPrefixError) Error() string {
 	return fmt.Sprintf("httplimit: invalid %s prefix length %d", e.Family, e.Bits)
 }

@@ -81,6 +81,7 @@ type UnknownFormatError struct {
 	Name string
 }
 
+// Error names the format and the ones accepted.
 func (e *UnknownFormatError) Error() string {
 	return fmt.Sprintf("httplimit: unknown header format %q (want one of %s)", e.Name, headerFormatNames)
 }

@@ -129,6 +129,7 @@ type ConfigError struct {
 	Reason string
 }
 
+// Error returns "httplimit: invalid FIELD: REASON".
 func (e *ConfigError) Error() string {
 	return fmt.Sprintf("httplimit: invalid %s: %s", e.Field, e.Reason)
 }

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -321,5 +322,47 @@ func TestConfigErrors(t *testing.T) {
 		if _, ok := err.(*httplimit.ConfigError); !ok {
 			t.Errorf("%s: err %v, want *ConfigError", name, err)
 		}
+	}
+}
+
+// Concurrent requests of one client never get more than the limit
+// admitted, and no fewer: the policies are decided atomically.
+func TestConcurrentRequestsAdmitExactlyTheLimit(t *testing.T) {
+	clk := newFakeClock()
+	ts := serve(t, httplimit.Options{
+		Policies: []httplimit.Policy{
+			{Name: "per-ip", Limit: limit.FixedWindow(50, time.Minute)},
+			{Name: "global", Limit: limit.FixedWindow(1000, time.Minute), Key: httplimit.KeyConst("all")},
+		},
+		Store: memStore(t, clk), Now: clk.Now,
+	})
+	const workers, each = 16, 8
+	codes := make(chan int, workers*each)
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				res, err := ts.Client().Get(ts.URL + "/")
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				res.Body.Close()
+				codes <- res.StatusCode
+			}
+		}()
+	}
+	wg.Wait()
+	close(codes)
+	admitted := 0
+	for c := range codes {
+		if c == 200 {
+			admitted++
+		}
+	}
+	if admitted != 50 {
+		t.Errorf("%d of %d concurrent requests admitted, want exactly 50", admitted, workers*each)
 	}
 }

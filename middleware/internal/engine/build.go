@@ -34,6 +34,7 @@ type FieldError struct {
 	Field, Reason string
 }
 
+// Error returns "FIELD: REASON".
 func (e *FieldError) Error() string { return e.Field + ": " + e.Reason }
 
 // Build checks o and returns its engine. The store is wrapped in package

@@ -17,8 +17,10 @@ type Decided struct {
 	Mode FailMode
 }
 
+// Error returns the store failure's message.
 func (d *Decided) Error() string { return d.Err.Error() }
 
+// Unwrap returns the store failure.
 func (d *Decided) Unwrap() error { return d.Err }
 
 // LimitBackend decides on a store of package limit, with AllowAll: every
