@@ -55,11 +55,14 @@ func (q *eventQueue) deliver(reg *events.Registry) {
 	for {
 		q.mu.Lock()
 		items := q.items
-		q.items = q.spare[:0]
-		q.mu.Unlock()
 		if len(items) == 0 {
+			// Swapping now would leave items and spare on one array, and
+			// the next push would write into what the next delivery reads.
+			q.mu.Unlock()
 			return
 		}
+		q.items = q.spare[:0]
+		q.mu.Unlock()
 		q.busy.Store(true)
 		for i := range items {
 			e := &items[i]

@@ -9,6 +9,7 @@ import (
 
 	"github.com/costwise/batcher"
 	"github.com/google/uuid"
+	"github.com/rs/zerolog"
 )
 
 // fakeShared is a sharedLimiter of fixed capacity that records GiveMe.
@@ -168,5 +169,25 @@ func TestSummaryRoom(t *testing.T) {
 	// Room: half of 900, all of 800, half of 1000 = 1750; bulk 1600.
 	if s := summarise(r); s.BulkRU != 1600 || s.RoomUtil < 0.914 || s.RoomUtil > 0.915 || s.RoomSeconds != 2 {
 		t.Errorf("summary %+v, want bulk 1600 RU, 91.4%% of 1750 RU of room over 2 s", s)
+	}
+}
+
+// TestMonitorCatchesUp checks that a monitor stopped while it lags the
+// clock still records every window up to the one in progress, the last as
+// partial, so that no window of a run is missing from its figures.
+func TestMonitorCatchesUp(t *testing.T) {
+	m := &monitor{names: []string{"r1"}, budget: 1000, start: time.Now().Add(-3500 * time.Millisecond),
+		log: zerolog.Nop(), keep: true, done: make(chan struct{}),
+		window: func(k int, _ []string) []usage { return []usage{{AcceptedRU: uint64(k + 1), Requests: 1}} }}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	m.run(ctx)
+	if len(m.series) != 4 {
+		t.Fatalf("%d windows recorded, want 4: %+v", len(m.series), m.series)
+	}
+	for k, s := range m.series {
+		if s.K != k || s.RU[0] != uint64(k+1) || s.Partial != (k == 3) {
+			t.Errorf("window %d: %+v, want K %d with %d RU, partial only for the last", k, s, k, k+1)
+		}
 	}
 }

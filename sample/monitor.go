@@ -58,21 +58,29 @@ type monitor struct {
 	done    chan struct{}
 }
 
-// run samples until ctx ends, then records the window in progress as
-// partial. It closes m.done on return.
+// run samples until ctx ends, then records the windows up to the one in
+// progress, that one as partial. It closes m.done on return.
 func (m *monitor) run(ctx context.Context) {
 	defer close(m.done)
+	next := 0 // the first window not yet finished
 	for j := 1; ; j++ {
 		at := m.start.Add(time.Duration(j) * time.Second / samplesPerSecond)
 		if sleep(ctx, time.Until(at)) != nil {
-			m.finish(j/samplesPerSecond, true)
+			// A starved monitor may lag the clock: the windows it has not
+			// reached are finished from the datastore's counts alone.
+			now := max(int(time.Since(m.start)/time.Second), next)
+			for ; next < now; next++ {
+				m.finish(next, false)
+			}
+			m.finish(now, true)
 			return
 		}
 		if m.probe != nil {
 			m.samples = append(m.samples, m.probe())
 		}
 		if j%samplesPerSecond == 0 {
-			m.finish(j/samplesPerSecond-1, false)
+			m.finish(next, false)
+			next++
 		}
 	}
 }
