@@ -66,28 +66,35 @@ func Build(o Options) (*Engine, error) {
 	case timeout < 0:
 		timeout = 0
 	}
-	store := o.Store
-	if _, local := store.(*limit.Memory); !local {
-		if _, wrapped := store.(*limit.FailureStore); !wrapped {
-			fs, err := limit.WithFailurePolicy(store, limit.FailureOptions{
-				Mode: failureMode(o.Mode), Fallback: o.Fallback, Replicas: o.Replicas,
-				Timeout: timeout, Probe: o.FailRetry, OnFailure: o.OnFailure,
-			})
-			if err != nil {
-				return nil, &FieldError{"Store", err.Error()}
-			}
-			store = fs
-		}
-	}
-	c := Config{Policies: o.Names, Backend: NewLimitBackend(store, o.Limits), Mode: o.Mode,
-		FailRetry: o.FailRetry, Shadow: o.Shadow, Now: o.Now}
+	var metrics *Metrics
 	if o.Registerer != nil {
 		m, err := NewMetrics(o.Registerer, o.Metrics, o.Names)
 		if err != nil {
 			return nil, &FieldError{"Registerer", err.Error()}
 		}
-		c.Metrics = m
+		metrics = m
 	}
+	store, ours := o.Store, false
+	if _, local := store.(*limit.Memory); !local {
+		if _, wrapped := store.(*limit.FailureStore); !wrapped {
+			onFailure := func(err error) { // each real failure, not each degraded decision
+				metrics.storeError()
+				if o.OnFailure != nil {
+					o.OnFailure(err)
+				}
+			}
+			fs, err := limit.WithFailurePolicy(store, limit.FailureOptions{
+				Mode: failureMode(o.Mode), Fallback: o.Fallback, Replicas: o.Replicas,
+				Timeout: timeout, Probe: o.FailRetry, OnFailure: onFailure,
+			})
+			if err != nil {
+				return nil, &FieldError{"Store", err.Error()}
+			}
+			store, ours = fs, true
+		}
+	}
+	c := Config{Policies: o.Names, Backend: NewLimitBackend(store, o.Limits), Mode: o.Mode,
+		FailRetry: o.FailRetry, Shadow: o.Shadow, Now: o.Now, Metrics: metrics, failuresCounted: ours}
 	return New(c)
 }
 

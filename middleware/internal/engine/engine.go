@@ -86,6 +86,11 @@ type Config struct {
 	Shadow    bool
 	Metrics   *Metrics // nil: not counted
 	Now       func() time.Time
+
+	// failuresCounted: the store's failure policy counts its failures
+	// itself (Build's OnFailure hook), so decisions it made are not
+	// counted again as store errors.
+	failuresCounted bool
 }
 
 // Engine decides requests. It is safe for concurrent use.
@@ -133,12 +138,13 @@ func (e *Engine) Decide(ctx context.Context, keys []string, cost int64, o *Outco
 		e.settle(o)
 		return
 	}
-	if ctx.Err() == nil { // a caller that went away is not a store failure
+	var dec *Decided
+	decided := errors.As(err, &dec)
+	if ctx.Err() == nil && !(decided && e.c.failuresCounted) { // a caller that went away is no store failure
 		e.c.Metrics.storeError()
 	}
 	o.Err = err
-	var dec *Decided
-	if errors.As(err, &dec) { // the store's own failure policy decided
+	if decided { // the store's own failure policy decided
 		o.Err = dec.Err
 		if dec.Mode == FailFallback {
 			e.settle(o)
