@@ -250,7 +250,11 @@ func (s *server) logStart() {
 	}
 	if s.cfg.Store == "redis" {
 		r := s.cfg.Backends.Redis
-		attrs = append(attrs, "redis", strings.Join(append([]string{r.Addr}, r.ClusterAddrs...), ","))
+		if len(r.ClusterAddrs) > 0 {
+			attrs = append(attrs, "redis_cluster", strings.Join(r.ClusterAddrs, ","))
+		} else {
+			attrs = append(attrs, "redis", r.Addr)
+		}
 	}
 	if s.rules != nil {
 		attrs = append(attrs, "rules", s.rules.dir, "domains", s.envoy.Rules().Domains())
