@@ -36,3 +36,45 @@ func Example() {
 	// false 0 1s 3s
 	// true 0
 }
+
+// Several limits decided together: the request spends on the user's limit
+// and on the tenant's, or on neither.
+func ExampleCombine() {
+	clock := &fixedClock{time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	store, _ := limit.NewMemory(limit.MemoryOptions{Clock: clock})
+	user := limit.TokenBucket(2, limit.PerMinute(2)).Named("user")
+	tenant := limit.FixedWindow(100, time.Hour).Named("tenant")
+	reqs := []limit.Request{{Key: "alice", Policy: user, Cost: 1}, {Key: "acme", Policy: tenant, Cost: 1}}
+	var out []limit.Decision
+	for i := 0; i < 3; i++ {
+		out, _ = store.AllowAll(context.Background(), reqs, out[:0])
+		d := limit.Combine(out)
+		fmt.Printf("allowed=%v policy=%s remaining=%d retry=%v\n", d.Allowed, d.Policy, d.Remaining, d.RetryAfter)
+	}
+	// Output:
+	// allowed=true policy=user remaining=1 retry=0s
+	// allowed=true policy=user remaining=0 retry=0s
+	// allowed=false policy=user remaining=0 retry=30s
+}
+
+// Fractional costs: a policy scaled by 1000 counts thousandths of a token.
+func ExamplePolicy_Scale() {
+	clock := &fixedClock{time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	store, _ := limit.NewMemory(limit.MemoryOptions{Clock: clock})
+	rate, _ := limit.RateFromFloat(0.1) // 0.1 token per second, as in a config file
+	p, _ := limit.TokenBucket(10, rate).Scale(1000)
+	d, _ := store.AllowN(context.Background(), "alice", p, 2500) // 2.5 tokens
+	fmt.Println(d.Allowed, float64(d.Remaining)/1000, d.ResetAfter)
+	// Output: true 7.5 25s
+}
+
+// A policy from text, as in a configuration file.
+func ExampleParsePolicy() {
+	p, err := limit.ParsePolicy("gcra rate=100/s burst=20 name=per-ip")
+	fmt.Println(p.Name, p.Algorithm, p.Limit, p.Rate.Count, p.Rate.Period, err)
+	_, err = limit.ParsePolicy("gcra rate=100/s burst=0")
+	fmt.Println(err)
+	// Output:
+	// per-ip gcra 20 100 1s <nil>
+	// limit: policy "": limit: must be positive
+}

@@ -127,6 +127,9 @@ func (m *Memory) cleanSlots(t *table, sh *shard) int {
 	for start := 0; ; start += cleanupBatch {
 		sh.mu.Lock()
 		if start >= len(sh.t.s) {
+			// The sweep is over: give back what a mostly empty table holds.
+			// Resizing moves the few keys left, so it is quick.
+			sh.t.shrink()
 			sh.mu.Unlock()
 			return dropped
 		}
@@ -165,6 +168,14 @@ func (m *Memory) cleanLogs(t *table, sh *shard) int {
 			sh.mu.Lock()
 			now = m.now()
 		}
+	}
+	// A Go map never gives memory back: copy a mostly empty one.
+	if len(sh.logs)*8 <= sh.peak {
+		fresh := make(map[string]*rollingLog, len(sh.logs))
+		for k, l := range sh.logs {
+			fresh[k] = l
+		}
+		sh.logs, sh.peak = fresh, len(fresh)
 	}
 	return dropped
 }

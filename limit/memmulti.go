@@ -178,6 +178,7 @@ func (m *Memory) commit(ps []pending, now int64) error {
 		if p.t.pr.alg == algRolling {
 			if p.isNew {
 				p.sh.logs[p.key] = p.log
+				p.sh.peak = max(p.sh.peak, len(p.sh.logs))
 			}
 			p.log.push(p.log.now(now), p.extra)
 			continue
@@ -227,6 +228,7 @@ func (m *Memory) settleRolling(t *table, sh *shard, key string, now, delta int64
 		}
 		l = &rollingLog{}
 		sh.logs[key] = l
+		sh.peak = max(sh.peak, len(sh.logs))
 	}
 	return t.pr.settleRolling(l, now, delta), nil
 }

@@ -86,6 +86,7 @@ type shard struct {
 	id   uint64                 // lock order of AllowAll
 	t    slots                  // every algorithm but the rolling window
 	logs map[string]*rollingLog // rolling window only
+	peak int                    // most logs held since the last sweep shrank logs
 }
 
 // NewMemory returns an empty memory store, or a *PolicyError-like error
@@ -223,6 +224,7 @@ func (m *Memory) allowRolling(t *table, sh *shard, key string, now, cost int64) 
 		}
 		l = &rollingLog{}
 		sh.logs[key] = l
+		sh.peak = max(sh.peak, len(sh.logs))
 	}
 	return t.pr.decideRolling(l, now, cost, 0, true), nil
 }

@@ -47,7 +47,9 @@ func (t *slots) find(h uint64, key string) int {
 
 // insert adds key, which must be absent, and returns its index.
 func (t *slots) insert(h uint64, key string) int {
-	if (t.n+1)*4 > len(t.s)*3 {
+	// Up to 7/8 full: linear probing then still finds a key in a few
+	// probes on average, and a table holds 40 to 80 bytes per key.
+	if (t.n+1)*8 > len(t.s)*7 {
 		t.grow()
 	}
 	mask := len(t.s) - 1
@@ -62,9 +64,35 @@ func (t *slots) insert(h uint64, key string) int {
 }
 
 // grow doubles the table.
-func (t *slots) grow() {
+func (t *slots) grow() { t.resize(max(8, 2*len(t.s))) }
+
+// shrink gives back the memory of a table mostly emptied by a sweep: one
+// used to an eighth or less is halved until it is at least a quarter full
+// (an empty one is dropped). It reports whether it resized.
+func (t *slots) shrink() bool {
+	if len(t.s) == 0 || t.n*8 > len(t.s) {
+		return false
+	}
+	size := len(t.s)
+	for size > 8 && t.n*4 < size {
+		size /= 2
+	}
+	if t.n == 0 {
+		size = 0
+	}
+	t.resize(size)
+	return true
+}
+
+// resize moves the slots into a table of size slots, a power of two (or 0
+// when there are none).
+func (t *slots) resize(size int) {
 	old := t.s
-	t.s = make([]slot, max(8, 2*len(old)))
+	t.s = nil
+	if size == 0 {
+		return
+	}
+	t.s = make([]slot, size)
 	mask := len(t.s) - 1
 	for k := range old {
 		if old[k].tag == 0 {

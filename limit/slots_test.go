@@ -39,3 +39,32 @@ func TestSlotsAgainstMap(t *testing.T) {
 		}
 	}
 }
+
+func TestSlotsShrink(t *testing.T) {
+	seed := maphash.MakeSeed()
+	var tab slots
+	for i := 0; i < 1000; i++ {
+		k := strconv.Itoa(i)
+		tab.insert(maphash.String(seed, k), k)
+	}
+	for i := 0; i < 990; i++ {
+		k := strconv.Itoa(i)
+		tab.remove(tab.find(maphash.String(seed, k), k))
+	}
+	if !tab.shrink() || len(tab.s) > 64 {
+		t.Fatalf("10 keys left in %d slots", len(tab.s))
+	}
+	for i := 990; i < 1000; i++ {
+		k := strconv.Itoa(i)
+		if tab.find(maphash.String(seed, k), k) < 0 {
+			t.Fatalf("key %s lost by shrink", k)
+		}
+	}
+	for i := 990; i < 1000; i++ {
+		k := strconv.Itoa(i)
+		tab.remove(tab.find(maphash.String(seed, k), k))
+	}
+	if !tab.shrink() || tab.s != nil {
+		t.Fatalf("an empty table keeps %d slots", len(tab.s))
+	}
+}

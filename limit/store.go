@@ -11,7 +11,8 @@ import (
 // and the context's error unchanged when it ends first.
 type Store interface {
 	// AllowN spends cost on key under p if the key has it, and says so. A
-	// cost of 0 only looks; a denied decision changes nothing.
+	// cost of 0 only looks, and is always allowed; a denied decision changes
+	// nothing.
 	AllowN(ctx context.Context, key string, p Policy, cost int64) (Decision, error)
 	// AllowAll decides every request together, atomically: either every cost
 	// is spent or none is. It appends one decision per request to out, in

@@ -27,7 +27,8 @@
 //
 //	<prefix>{k}:n:a
 //
-// where the default prefix is "limit:". The braces are a Redis Cluster hash
+// where the default prefix is "limit:" and a is tb, gcra, fw, rw or sw
+// (token bucket, GCRA, fixed, rolling and sliding window). The braces are a Redis Cluster hash
 // tag around the limited key, not around the prefix, so that the keys spread
 // over the cluster's slots while every policy of one key falls in one slot:
 // AllowAll on several policies of one key works on a cluster. A key that

@@ -95,8 +95,14 @@ func (s *Store) Key(key string, p limit.Policy) string {
 	b.WriteByte(':')
 	b.WriteString(p.Name)
 	b.WriteByte(':')
-	b.WriteString(string(p.Algorithm))
+	b.WriteString(algCodes[p.Algorithm])
 	return b.String()
+}
+
+// algCodes are the short names of the algorithms in keys.
+var algCodes = map[limit.Algorithm]string{
+	limit.TokenBucketAlgorithm: "tb", limit.GCRAAlgorithm: "gcra", limit.FixedWindowAlgorithm: "fw",
+	limit.RollingWindowAlgorithm: "rw", limit.SlidingWindowAlgorithm: "sw",
 }
 
 // hasTag reports whether key holds a Redis Cluster hash tag: a '{' followed

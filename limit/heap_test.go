@@ -1,0 +1,51 @@
+package limit_test
+
+import (
+	"context"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/costwise/batcher/limit"
+	"github.com/costwise/batcher/limit/limittest"
+)
+
+func heapAlloc() int64 {
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc)
+}
+
+// BenchmarkMemoryHeapPerKey reports the heap held per active key (GCRA and
+// token bucket: the slot and the table's free space, not the key's bytes,
+// which the caller's string already holds) and per key once every key is
+// back at rest and Cleanup has run.
+func BenchmarkMemoryHeapPerKey(b *testing.B) {
+	const n = 200_000
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = "user-" + strconv.Itoa(i)
+	}
+	for _, p := range []limit.Policy{limit.GCRA(limit.PerSecond(10), 10), limit.TokenBucket(10, limit.PerSecond(10)),
+		limit.FixedWindow(10, time.Second), limit.SlidingWindow(10, time.Second), limit.RollingWindow(10, time.Second)} {
+		b.Run(string(p.Algorithm), func(b *testing.B) {
+			for range b.N {
+				clock := limittest.NewClock(limittest.Epoch)
+				before := heapAlloc()
+				m, _ := limit.NewMemory(limit.MemoryOptions{Clock: clock})
+				for _, k := range keys {
+					m.AllowN(context.Background(), k, p, 1)
+				}
+				active := heapAlloc()
+				clock.Advance(time.Hour)
+				m.Cleanup()
+				idle := heapAlloc()
+				b.ReportMetric(float64(active-before)/n, "B/active-key")
+				b.ReportMetric(float64(idle-before)/n, "B/idle-key")
+				runtime.KeepAlive(m)
+			}
+		})
+	}
+}
