@@ -6,7 +6,7 @@
 //
 // Usage:
 //
-//	go run ./cmd/batcherbench [--quick] [--json] [--scenarios throughput,rate,latency,shared] [--stores memory,azurite,redis]
+//	go run ./cmd/batcherbench [--quick] [--json] [--scenarios throughput,rate,latency,shared,stall] [--stores memory,azurite,redis]
 //
 // The shared-capacity scenarios run against the in-process memory store and,
 // when their environment variables are set, against Azurite
@@ -35,7 +35,7 @@ import (
 )
 
 // scenarioNames lists the scenarios in the order they run.
-var scenarioNames = []string{"throughput", "rate", "latency", "shared"}
+var scenarioNames = []string{"throughput", "rate", "latency", "shared", "stall"}
 
 // storeNames lists the coordination stores of the shared scenarios.
 var storeNames = []string{"memory", "azurite", "redis"}
@@ -50,6 +50,9 @@ type options struct {
 }
 
 func main() {
+	if len(os.Args) == 2 && os.Args[1] == stallChildArg {
+		os.Exit(runStallChild(os.Stdout))
+	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -170,5 +173,7 @@ func (b *bench) runScenario(ctx context.Context, name string) {
 		b.latency(ctx)
 	case "shared":
 		b.sharedCapacity(ctx)
+	case "stall":
+		b.stall(ctx)
 	}
 }
