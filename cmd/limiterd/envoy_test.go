@@ -74,6 +74,7 @@ func testShouldRateLimit(t *testing.T, p *proc) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	ip := uuid.NewString()
+	redistest.AwayFromWindowEdge(time.Hour, 10*time.Second)
 	for i := range 3 {
 		resp, err := c.ShouldRateLimit(ctx, envoyReq("remote_address", ip, "api_key", "premium", "other", "x"))
 		if err != nil {
@@ -96,6 +97,7 @@ func testShouldRateLimit(t *testing.T, p *proc) {
 }
 
 func testJSON(t *testing.T, p *proc) {
+	redistest.AwayFromWindowEdge(time.Hour, 10*time.Second)
 	slow := fmt.Sprintf(`{"domain":"gw","descriptors":[{"entries":[{"key":"path","value":"/slow"}]},{"entries":[{"key":"remote_address","value":%q}]}]}`, uuid.NewString())
 	r := p.post("/json", slow)
 	var out struct {

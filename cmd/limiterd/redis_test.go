@@ -30,7 +30,7 @@ func TestKeyedOnRedis(t *testing.T) {
 	}
 	for name, backend := range configs {
 		t.Run(name, func(t *testing.T) {
-			p := start(t, "store: redis\nuse_algo: fixed_window\nalgo_settings: {window_size: 3600, max_requests: 4}\n"+backend(t))
+			p := start(t, "store: redis\nalgo_settings: {capacity: 4, rate: 0.0001}\n"+backend(t))
 			c := ratelimiterv1.NewRateLimiterClient(dial(t, p.grpc))
 			key := uuid.NewString()
 			for i := range 2 {

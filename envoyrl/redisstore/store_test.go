@@ -88,6 +88,7 @@ func TestRedisStore(t *testing.T) {
 func testCounts(t *testing.T, c redis.UniversalClient) {
 	s, _ := newService(t, c, envoyrl.Options{})
 	ctx := context.Background()
+	redistest.AwayFromWindowEdge(time.Minute, 5*time.Second)
 	// Two descriptors on one counter in one request count one after the other.
 	resp, err := s.ShouldRateLimit(ctx, req(10, "user", "a", "user", "a", "user", "b"))
 	if err != nil {

@@ -197,3 +197,14 @@ func containsLine(s, line string) bool {
 	}
 	return false
 }
+
+// AwayFromWindowEdge waits, when the next multiple of window since the Unix
+// epoch is less than margin away, until it has passed, so that a test of
+// fixed windows aligned to window runs inside one window.
+func AwayFromWindowEdge(window, margin time.Duration) {
+	now := time.Now()
+	left := window - time.Duration(now.UnixNano()%int64(window))
+	if left < margin {
+		time.Sleep(left + 10*time.Millisecond)
+	}
+}
