@@ -32,6 +32,9 @@ func (pr *params) decide(s state, now, cost int64, count bool) (Decision, state)
 		if !dec.Allowed || cost == 0 {
 			return dec, s
 		}
+		if pr.n == 1 { // the usual case (a whole number of µs per token): no division
+			return dec, state{a: now + nd}
+		}
 		return dec, state{a: now + nd/pr.n, b: nd % pr.n}
 	case algFixed:
 		return pr.fixed(s, now, cost, count)
@@ -85,7 +88,11 @@ func (pr *params) bucket(d, cost int64) (Decision, int64) {
 		nd = need
 	}
 	dec.Remaining = max(0, (pr.cap-nd)/pr.p)
-	dec.ResetAfter = micros(ceilDiv(nd, pr.n))
+	if pr.n == 1 {
+		dec.ResetAfter = micros(nd)
+	} else {
+		dec.ResetAfter = micros(ceilDiv(nd, pr.n))
+	}
 	return dec, nd
 }
 
