@@ -123,6 +123,7 @@ func (l *loop) step() {
 	l.release(now, l.draining)
 	l.arm(now)
 	if len(l.drainReply) > 0 && l.b.buffered.Load() == 0 && l.b.inflight.Load() == 0 {
+		l.applySettled() // what the last callbacks reported, before Shutdown returns
 		for _, reply := range l.drainReply {
 			close(reply)
 		}
