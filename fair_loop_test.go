@@ -134,10 +134,14 @@ func TestFairReleaseWeights(t *testing.T) {
 				t.Errorf("released %d cost in 10 s, %.3f× capacity", total, r)
 			}
 			stats := h.b.Stats()
+			lo, hi := 2.0, 0.0
+			defer func() { t.Logf("shares %.3f–%.3f× the weighted share", lo, hi) }()
 			for i, w := range ws {
 				got := rec.costIn(w, 0, 10*time.Second)
 				share := float64(total) * float64(i+1) / 36
-				if r := float64(got) / share; r < 0.95 || r > 1.05 {
+				r := float64(got) / share
+				lo, hi = min(lo, r), max(hi, r)
+				if r < 0.95 || r > 1.05 {
 					t.Errorf("weight %d: released %d cost, %.3f× its share %.0f", i+1, got, r, share)
 				}
 				if n := stats.Watchers[w.Name()].Cost; n != rec.cost[w] {
@@ -320,9 +324,11 @@ func TestSettleRealRate(t *testing.T) {
 				}
 			}
 			h.runSettled(10 * time.Second)
-			bad := 0
+			bad, lo, hi := 0, 2.0, 0.0
+			defer func() { t.Logf("actual cost per second %.3f–%.3f× capacity", lo, hi) }()
 			for s := 1; s < 10; s++ {
 				r := float64(actual[s]) / capacity
+				lo, hi = min(lo, r), max(hi, r)
 				if r < 0.97 || r > 1.03 {
 					bad++
 					if settle {
