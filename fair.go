@@ -221,11 +221,13 @@ func (q *fairQueue) count(f *flow, ops int, cost uint64) {
 	}
 }
 
-// heads calls fn with the first ready batch of every flow. fn may release
-// from it (and call released).
-func (q *fairQueue) heads(fn func(p *pending)) {
-	for _, f := range q.flows {
-		fn(f.queue[f.head])
+// heads calls fn with the first ready batch of every flow, and again with
+// the next while fn returns true (having released the one before: see
+// released) and the flow has more.
+func (q *fairQueue) heads(fn func(p *pending) bool) {
+	for w, f := range q.flows {
+		for q.flows[w] == f && f.head < len(f.queue) && fn(f.queue[f.head]) {
+		}
 	}
 }
 

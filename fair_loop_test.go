@@ -246,7 +246,7 @@ func TestFairReleaseFreeOps(t *testing.T) {
 	h.enqueue(mixed, 2, 0, false)
 	free := NewWatcher(noop)
 	h.enqueue(free, 3, 0, false)
-	h.run(time.Second)
+	h.pump()
 	if n := h.releasedOps(); n != 3 {
 		t.Fatalf("released %d ops at zero capacity, want the 3 free ones of the watcher with nothing else waiting", n)
 	}

@@ -300,10 +300,12 @@ func (l *loop) releaseFree(now time.Time) {
 		return
 	}
 	if l.fair != nil {
-		l.fair.heads(func(p *pending) {
-			if p.cost == 0 {
-				l.dispatch(p, len(p.ops), now)
+		l.fair.heads(func(p *pending) bool {
+			if p.cost != 0 {
+				return false
 			}
+			l.dispatch(p, len(p.ops), now)
+			return true
 		})
 		return
 	}
