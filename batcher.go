@@ -69,6 +69,7 @@ type config struct {
 	emitBatch        bool
 	clock            Clock
 	observer         BatchObserver
+	fair             bool
 	invalid          error // the first invalid setting, reported by Start
 }
 
@@ -95,6 +96,9 @@ type Batcher struct {
 	pauses   atomic.Int32 // Pause calls not yet applied by the loop
 	refuse   atomic.Bool  // set by Stop and Shutdown: no more operations
 	draining atomic.Bool  // set by the loop once a Shutdown asked it to drain
+
+	costRatio atomic.Uint64 // actual ÷ estimated cost × ratioOne, published by the loop; 0 until known
+	settled   settlements   // costs reported by callbacks, for the loop
 
 	mu       sync.Mutex    // guards incoming, spaceCh and the stopped transition
 	incoming []IOperation  // accepted, not yet taken by the loop
@@ -284,9 +288,11 @@ func (b *Batcher) OperationsInBuffer() uint32 {
 }
 
 // NeedsCapacity returns the target: the total cost of accepted operations
-// whose batches are not done yet.
+// whose batches are not done yet. When callbacks report actual costs (see
+// ActualCoster), it is scaled by the ratio of actual to estimated cost
+// observed lately, so the capacity asked for follows the real costs.
 func (b *Batcher) NeedsCapacity() uint32 {
-	return clampU32(b.target.Load())
+	return scaleTarget(b.target.Load(), b.costRatio.Load())
 }
 
 // Inflight returns the number of watcher callbacks running now.

@@ -49,6 +49,22 @@
 // flush interval releases about 1,000 cost; batches that fill up in between
 // go as soon as the credit has grown enough to pay for them.
 //
+// # Fair release and actual costs
+//
+// By default ready batches go in the order they closed. With
+// WithFairRelease the capacity is shared among the watchers that have
+// batches ready, by start-time fair queuing on cost with a weight per
+// watcher, in two priority classes: PriorityLow gets capacity while no
+// high-priority batch is ready, plus LowPriorityShare (2 %) so that it never
+// starves. A watcher's weight, class and name are set with WithWeight,
+// WithPriority and WithName on *Watcher, or by implementing FairWatcher.
+//
+// A callback that learns what its operations really cost reports it with
+// Operation.SetActualCost (or an operation type implementing ActualCoster):
+// the credit is then charged or refunded the difference, so the rate the
+// datastore sees is the capacity however wrong the estimates, and the target
+// is scaled by the ratio of actual to estimated cost observed lately.
+//
 // # Rate limiters
 //
 // ProvisionedResource is a fixed capacity, changeable with SetCapacity.

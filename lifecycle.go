@@ -145,11 +145,13 @@ func (b *Batcher) runBatch(w IWatcher, ops []IOperation, ib *inflightBatch) {
 	finished := false
 	defer func() {
 		if !finished { // the callback called runtime.Goexit
+			b.settle(ops)
 			b.finishBatch(ib)
 		}
 	}()
 	p, panicked := processBatch(w, ops)
 	finished = true
+	b.settle(ops)
 	b.finishBatch(ib)
 	if panicked {
 		b.listeners.Emit(ErrorEvent, len(ops), fmt.Sprintf("batcher: watcher callback panicked: %v", p), ops)
@@ -166,6 +168,15 @@ func processBatch(w IWatcher, ops []IOperation) (p interface{}, panicked bool) {
 	panicked = true
 	w.ProcessBatch(ops)
 	return nil, false
+}
+
+// settle hands the actual costs the batch's operations reported to the
+// loop, and wakes it to apply them.
+func (b *Batcher) settle(ops []IOperation) {
+	if est, act := settleOps(ops); est != 0 || act != 0 {
+		b.settled.add(est, act)
+		b.poke()
+	}
 }
 
 // finishBatch is called when a callback returns.

@@ -18,8 +18,10 @@ type loop struct {
 	openList []*pending            // batches opened since the last flush, in order
 	ready    []*pending            // closed batches in release order, from readyHead
 	head     int
-	free     int // ready batches of zero cost, which may pass a waiting head
+	free     int        // ready batches of zero cost, which may pass a waiting head
+	fair     *fairQueue // holds the ready batches instead of ready under fair release
 	spare    []IOperation
+	ratio    costRatio // actual ÷ estimated cost of the settled operations
 
 	credit      credit
 	capacity    uint32 // the limiter's capacity at the last release decision
@@ -71,6 +73,9 @@ func newLoop(b *Batcher) *loop {
 	if cfg.limiter != nil {
 		l.credit.fill(c.Now(), cfg.limiter.Capacity(), cfg.flushInterval)
 	}
+	if cfg.fair {
+		l.fair = newFairQueue(&b.stats.fair)
+	}
 	return l
 }
 
@@ -118,6 +123,7 @@ func (l *loop) step() {
 	l.release(now, l.draining)
 	l.arm(now)
 	if len(l.drainReply) > 0 && l.b.buffered.Load() == 0 && l.b.inflight.Load() == 0 {
+		l.applySettled() // what the last callbacks reported, before Shutdown returns
 		for _, reply := range l.drainReply {
 			close(reply)
 		}
@@ -207,7 +213,22 @@ func (l *loop) enqueueReady(p *pending) {
 	if p.cost == 0 {
 		l.free++
 	}
+	if l.fair != nil {
+		l.fair.push(p)
+		return
+	}
 	l.ready = append(l.ready, p)
+}
+
+// front returns the ready batch to release next, or nil.
+func (l *loop) front() *pending {
+	if l.fair != nil {
+		return l.fair.front()
+	}
+	if l.head < len(l.ready) {
+		return l.ready[l.head]
+	}
+	return nil
 }
 
 // closeAll closes every batch being formed, oldest first.
@@ -246,11 +267,11 @@ func (l *loop) release(now time.Time, tick bool) {
 		l.capacity = l.cfg.limiter.Capacity()
 		l.credit.accrue(now, l.capacity, l.cfg.flushInterval, waited)
 	}
-	for l.head < len(l.ready) {
+	l.applySettled()
+	for p := l.front(); p != nil; p = l.front() {
 		if l.cfg.maxConcurrent > 0 && l.b.inflight.Load() >= int64(l.cfg.maxConcurrent) {
 			break
 		}
-		p := l.ready[l.head]
 		n := len(p.ops)
 		if limited && n > 0 {
 			n = l.affordable(p, tick)
@@ -263,7 +284,7 @@ func (l *loop) release(now time.Time, tick bool) {
 		if n > 0 {
 			l.dispatch(p, n, now)
 		}
-		if len(p.ops) == 0 {
+		if len(p.ops) == 0 && l.fair == nil {
 			l.ready[l.head] = nil
 			l.head++
 		}
@@ -276,6 +297,16 @@ func (l *loop) release(now time.Time, tick bool) {
 // (a watcher's operations keep their order).
 func (l *loop) releaseFree(now time.Time) {
 	if l.free == 0 {
+		return
+	}
+	if l.fair != nil {
+		l.fair.heads(func(p *pending) bool {
+			if p.cost != 0 {
+				return false
+			}
+			l.dispatch(p, len(p.ops), now)
+			return true
+		})
 		return
 	}
 	waiting := map[IWatcher]bool{}
@@ -302,32 +333,86 @@ func (l *loop) releaseFree(now time.Time) {
 // zero: the balance is often exactly zero at a tick, and without it timer
 // jitter would decide between that tick and the next one, a whole interval
 // later. The tolerance shifts when the debt is incurred, not how much, so
-// the rate is unchanged. A batch of zero cost needs no credit.
+// the rate is unchanged. A batch of zero cost needs no credit. Under fair
+// release with several watchers ready, a release takes at most a quantum's
+// worth of the batch (see quantum), and between flushes waits for the
+// credit of that prefix instead of the whole batch.
 func (l *loop) affordable(p *pending, tick bool) int {
 	if p.cost == 0 {
 		return len(p.ops)
 	}
-	floor := int64(0)
+	floor, quantum := int64(0), l.quantum()
 	switch {
 	case tick:
 		floor = -satMul(uint64(l.capacity), uint64(min(l.cfg.flushInterval/10, 5*time.Millisecond)))
 	case len(p.ops) > 1:
-		l.waitNeed = int64(satMulU(p.cost, uint64(nanoPerCost)))
+		l.waitNeed = int64(satMulU(prefixCost(p, quantum), uint64(nanoPerCost)))
 		if !l.credit.reaches(l.waitNeed) {
 			return 0 // readyAt finds no time when waitNeed is above the cap
 		}
 	}
-	n := 0
+	n, spent := 0, uint64(0)
 	for _, op := range p.ops {
-		if !l.credit.spendAbove(op.Cost(), floor) {
+		if quantum > 0 && spent >= quantum || !l.credit.spendAbove(op.Cost(), floor) {
 			break
 		}
 		n++
+		spent += uint64(op.Cost())
 	}
 	if n == 0 {
 		l.waitNeed = 1
 	}
 	return n
+}
+
+// fairSplit is how many pieces one flush interval's worth of capacity is
+// cut into under fair release while several watchers have batches ready.
+const fairSplit = 16
+
+// quantum returns the most cost one release from a batch may take, or 0 for
+// no limit. Under fair release with several watchers ready it is a
+// sixteenth of a flush interval's worth of capacity (at least one
+// operation): a watcher with large batches then takes the credit in turns
+// with the others in pieces small enough that every watcher's share holds
+// over a few seconds, not only in the long run, and that the release is as
+// smooth as with small batches.
+func (l *loop) quantum() uint64 {
+	if l.fair == nil || l.fair.active() < 2 {
+		return 0
+	}
+	return max(satMulU(uint64(l.capacity), uint64(l.cfg.flushInterval))/uint64(nanoPerCost)/fairSplit, 1)
+}
+
+// prefixCost returns the cost of the operations at the front of p that one
+// release takes with the given quantum: all of p when quantum is 0 or p costs
+// no more, else the shortest prefix that reaches the quantum.
+func prefixCost(p *pending, quantum uint64) uint64 {
+	if quantum == 0 || p.cost <= quantum {
+		return p.cost
+	}
+	var sum uint64
+	for _, op := range p.ops {
+		sum += uint64(op.Cost())
+		if sum >= quantum {
+			break
+		}
+	}
+	return sum
+}
+
+// applySettled takes the costs reported by the callbacks that returned
+// since the last time (see ActualCoster): the credit is charged or refunded
+// the difference, and the ratio that scales the target is updated.
+func (l *loop) applySettled() {
+	est, act := l.b.settled.take()
+	if est == 0 && act == 0 {
+		return
+	}
+	if l.cfg.limiter != nil {
+		l.credit.settle(int64(min(act, 1<<40))-int64(min(est, 1<<40)), l.capacity, l.cfg.flushInterval)
+	}
+	l.ratio.observe(est, act, max(uint64(l.capacity), 1000))
+	l.b.costRatio.Store(l.ratio.fixed())
 }
 
 // compactReady drops released entries from the front of the ready queue.
@@ -360,6 +445,9 @@ func (l *loop) dispatch(p *pending, n int, now time.Time) {
 	}
 	p.ops = p.ops[n:]
 	p.cost -= cost
+	if l.fair != nil {
+		l.fair.released(p, n, cost)
+	}
 	for _, op := range ops {
 		op.MakeAttempt()
 	}

@@ -22,6 +22,7 @@ type Operation struct {
 	payload   interface{}
 	batchable bool
 	attempt   atomic.Uint32
+	actual    atomic.Uint64 // actualKnown | cost, set by SetActualCost; 0 when unset
 }
 
 // NewOperation returns an operation of the given cost carrying payload, to be

@@ -90,6 +90,7 @@ type counters struct {
 	rejected                          [rejectReasons]atomic.Uint64
 	paused                            atomic.Bool
 	lastRelease                       atomic.Int64 // unix nanoseconds; 0 when never
+	fair                              fairCounters // under fair release only
 }
 
 // BatcherStats is a snapshot of a Batcher's counters and gauges, for health
@@ -115,6 +116,14 @@ type BatcherStats struct {
 	Running         bool              // started and not stopped
 	RateLimited     bool              // a rate limiter is attached
 	ConfiguredLimit uint32            // WithMaxConcurrentBatches; 0 means none
+	CostRatio       float64           // actual ÷ estimated cost reported lately (ActualCoster); 1 when none
+
+	// Under fair release (WithFairRelease) only, else nil: the releases by
+	// priority class ("high", "low") and by watcher name (WithName; names
+	// beyond MaxWatcherNames add up under OtherWatchers, unnamed watchers
+	// count only in their class).
+	Classes  map[string]ReleaseCount
+	Watchers map[string]ReleaseCount
 }
 
 // Stats returns a snapshot of the batcher's counters. It is safe for
@@ -138,6 +147,13 @@ func (b *Batcher) Stats() BatcherStats {
 		AuditSkip:       c.auditSkip.Load(),
 		Running:         b.state.Load() == stateRunning,
 		ConfiguredLimit: b.cfg.maxConcurrent,
+		CostRatio:       1,
+	}
+	if r := b.costRatio.Load(); r != 0 {
+		s.CostRatio = float64(r) / ratioOne
+	}
+	if b.cfg.fair {
+		s.Classes, s.Watchers = c.fair.snapshot()
 	}
 	for i := range c.rejected {
 		s.Rejected[RejectReason(i).String()] = c.rejected[i].Load()
@@ -149,6 +165,25 @@ func (b *Batcher) Stats() BatcherStats {
 		s.RateLimited, s.Capacity, s.MaxCapacity = true, rl.Capacity(), rl.MaxCapacity()
 	}
 	return s
+}
+
+// WithFairRelease shares the capacity among the watchers that have batches
+// ready instead of releasing batches in the order they were closed: one
+// watcher's backlog no longer holds back the others. Within a priority class
+// each watcher gets capacity in proportion to its weight (start-time fair
+// queuing by cost); the low class gets capacity only while the high class
+// has nothing ready, except for a guaranteed LowPriorityShare. Set weights,
+// classes and names with Watcher.WithWeight, WithPriority and WithName, or
+// implement FairWatcher. The rate is the same as without it; a batch of
+// several operations may be split at a flush into pieces of a sixteenth of
+// a flush interval's worth of capacity while other watchers wait. The
+// default is off: release in order, as go-batcher v1.8.0 does. Stats then
+// also counts releases per class and per watcher name.
+func (b *Batcher) WithFairRelease() *Batcher {
+	if b.configurable() {
+		b.cfg.fair = true
+	}
+	return b
 }
 
 // WithObserver registers o to receive a call per released batch (see

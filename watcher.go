@@ -21,6 +21,9 @@ type Watcher struct {
 	maxAttempts      uint32
 	maxBatchSize     uint32
 	maxOperationTime time.Duration
+	weight           uint32
+	priority         Priority
+	name             string
 }
 
 // NewWatcher returns a watcher that hands each batch to onReady. onReady runs
@@ -72,3 +75,41 @@ func (w *Watcher) ProcessBatch(ops []IOperation) {
 		w.onReady(ops)
 	}
 }
+
+// WithWeight sets the watcher's share of the capacity under fair release
+// (see Batcher.WithFairRelease): among the watchers of one priority that
+// have batches ready, each gets capacity in proportion to its weight. The
+// default, 0, means 1. Without fair release the weight has no effect.
+func (w *Watcher) WithWeight(val uint32) *Watcher {
+	w.weight = val
+	return w
+}
+
+// WithPriority sets the watcher's priority class under fair release (see
+// Batcher.WithFairRelease). The default is PriorityHigh; a value above
+// PriorityLow counts as PriorityLow. Without fair release the priority has
+// no effect.
+func (w *Watcher) WithPriority(val Priority) *Watcher {
+	w.priority = val
+	return w
+}
+
+// WithName names the watcher for the per-watcher release counters of fair
+// release (Stats().Watchers, and the metrics of package metrics/prometheus).
+// Watchers may share a name (one per tenant, say, for the many short-lived
+// watchers of its requests); their releases then add up under it. The
+// default, "", counts the watcher only in its priority class.
+func (w *Watcher) WithName(val string) *Watcher {
+	w.name = val
+	return w
+}
+
+// Weight returns the weight under fair release: 1 unless WithWeight set
+// another.
+func (w *Watcher) Weight() uint32 { return max(w.weight, 1) }
+
+// Priority returns the priority class under fair release.
+func (w *Watcher) Priority() Priority { return min(w.priority, PriorityLow) }
+
+// Name returns the name given by WithName, or "".
+func (w *Watcher) Name() string { return w.name }

@@ -6,7 +6,7 @@
 //
 // Usage:
 //
-//	go run ./cmd/batcherbench [--quick] [--json] [--scenarios throughput,rate,latency,shared,stall] [--stores memory,azurite,redis]
+//	go run ./cmd/batcherbench [--quick] [--json] [--scenarios throughput,rate,latency,fair,shared,stall] [--stores memory,azurite,redis]
 //
 // The shared-capacity scenarios run against the in-process memory store and,
 // when their environment variables are set, against Azurite
@@ -35,7 +35,7 @@ import (
 )
 
 // scenarioNames lists the scenarios in the order they run.
-var scenarioNames = []string{"throughput", "rate", "latency", "shared", "stall"}
+var scenarioNames = []string{"throughput", "rate", "latency", "fair", "shared", "stall"}
 
 // storeNames lists the coordination stores of the shared scenarios.
 var storeNames = []string{"memory", "azurite", "redis"}
@@ -171,6 +171,8 @@ func (b *bench) runScenario(ctx context.Context, name string) {
 		b.rateAccuracy(ctx)
 	case "latency":
 		b.latency(ctx)
+	case "fair":
+		b.fairRelease(ctx)
 	case "shared":
 		b.sharedCapacity(ctx)
 	case "stall":

@@ -25,6 +25,9 @@ type plan struct {
 	fourWarmup  time.Duration // excluded: convergence; a whole number of windows
 	handoffHold time.Duration // A holds everything this long before the hand-off
 	waitLimit   time.Duration // longest wait for a shared-capacity condition
+
+	fairRun  time.Duration // fair release: wait after the newcomer; high's backlog is half of it
+	fairLong time.Duration // fair release: the weighted shares and the settled rate
 }
 
 // planFor returns the quick plan or the full one.
@@ -37,6 +40,7 @@ func planFor(quick bool) plan {
 			rampRuns: 1, aloneRun: 2 * time.Second,
 			fourRun: 5 * time.Second, fourWindow: time.Second, fourWarmup: 2 * time.Second,
 			handoffHold: 500 * time.Millisecond, waitLimit: 20 * time.Second,
+			fairRun: time.Second, fairLong: 3 * time.Second,
 		}
 	}
 	return plan{
@@ -46,6 +50,7 @@ func planFor(quick bool) plan {
 		rampRuns: 3, aloneRun: 30 * time.Second,
 		fourRun: 40 * time.Second, fourWindow: 5 * time.Second, fourWarmup: 5 * time.Second,
 		handoffHold: 3 * time.Second, waitLimit: 45 * time.Second,
+		fairRun: 2 * time.Second, fairLong: 10 * time.Second,
 	}
 }
 

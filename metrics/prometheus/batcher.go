@@ -33,11 +33,13 @@ type BatcherCollector struct {
 	size prom.Histogram
 	wait prom.Histogram
 
-	enqueued, rejected, released, cost, batches *prom.Desc
-	buffered, target, inflight, limit           *prom.Desc
-	capacity, maxCapacity                       *prom.Desc
-	paused, pauses, pausedSeconds, audits       *prom.Desc
-	running, lastRelease                        *prom.Desc
+	enqueued, rejected, released, cost, batches  *prom.Desc
+	buffered, target, inflight, limit            *prom.Desc
+	capacity, maxCapacity                        *prom.Desc
+	paused, pauses, pausedSeconds, audits        *prom.Desc
+	running, lastRelease                         *prom.Desc
+	costRatio                                    *prom.Desc
+	classOps, classCost, watcherOps, watcherCost *prom.Desc
 }
 
 // NewBatcherCollector returns a collector for src with the given options.
@@ -68,6 +70,13 @@ func NewBatcherCollector(src BatcherSource, opts Options) *BatcherCollector {
 		audits:        d("", "audits_total", "Audits of the target, by result (pass, fail, skip).", "result"),
 		running:       d("", "running", "1 between Start and Stop, else 0."),
 		lastRelease:   d("", "last_release_timestamp_seconds", "Unix time of the last release; absent before the first."),
+		costRatio:     d("", "cost_ratio", "Actual ÷ estimated cost of the operations whose callbacks reported it lately; 1 when none did."),
+		classOps:      d("", "priority_operations_released_total", "Operations handed to watchers, by priority class; only under fair release.", "priority"),
+		classCost:     d("", "priority_cost_released_total", "Cost of the operations handed to watchers, by priority class; only under fair release.", "priority"),
+		watcherOps: d("", "watcher_operations_released_total",
+			"Operations handed to named watchers, by name (at most batcher.MaxWatcherNames, the rest as \"other\"); only under fair release.", "watcher"),
+		watcherCost: d("", "watcher_cost_released_total",
+			"Cost of the operations handed to named watchers, by name (at most batcher.MaxWatcherNames, the rest as \"other\"); only under fair release.", "watcher"),
 	}
 }
 
@@ -122,6 +131,7 @@ func (c *BatcherCollector) Describe(ch chan<- *prom.Desc) {
 		c.enqueued, c.rejected, c.released, c.cost, c.batches,
 		c.buffered, c.target, c.inflight, c.limit, c.capacity, c.maxCapacity,
 		c.paused, c.pauses, c.pausedSeconds, c.audits, c.running, c.lastRelease,
+		c.costRatio, c.classOps, c.classCost, c.watcherOps, c.watcherCost,
 	} {
 		ch <- d
 	}
@@ -138,6 +148,14 @@ func (c *BatcherCollector) Collect(ch chan<- prom.Metric) {
 	}
 	gauge := func(d *prom.Desc, v float64) {
 		ch <- constMetric(d, prom.GaugeValue, v)
+	}
+	for class, r := range s.Classes {
+		counter(c.classOps, float64(r.Operations), class)
+		counter(c.classCost, float64(r.Cost), class)
+	}
+	for name, r := range s.Watchers {
+		counter(c.watcherOps, float64(r.Operations), name)
+		counter(c.watcherCost, float64(r.Cost), name)
 	}
 	counter(c.enqueued, float64(s.Enqueued))
 	for _, r := range batcher.AllRejectReasons() {
@@ -156,6 +174,7 @@ func (c *BatcherCollector) Collect(ch chan<- prom.Metric) {
 	gauge(c.inflight, float64(s.Inflight))
 	gauge(c.paused, boolValue(s.Paused))
 	gauge(c.running, boolValue(s.Running))
+	gauge(c.costRatio, s.CostRatio)
 	if s.ConfiguredLimit > 0 {
 		gauge(c.limit, float64(s.ConfiguredLimit))
 	}

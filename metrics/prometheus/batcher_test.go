@@ -228,8 +228,8 @@ func TestBatcherCollectorLint(t *testing.T) {
 	for _, p := range problems {
 		t.Errorf("lint: %s: %s", p.Metric, p.Text)
 	}
-	if n := testutil.CollectAndCount(c); n != 8+3+17 {
-		t.Fatalf("collected %d metrics, want 28 (8 rejected reasons, 3 audit results, 17 others)", n)
+	if n := testutil.CollectAndCount(c); n != 8+3+18 {
+		t.Fatalf("collected %d metrics, want 29 (8 rejected reasons, 3 audit results, 18 others)", n)
 	}
 }
 
