@@ -60,7 +60,20 @@
 // guarantee, and only a fencing token checked by the protected resource
 // would make it one.
 //
-// What this package guarantees instead is a bound. The first holder keeps
+// A server that restarts empty is handled without over-use by the
+// SharedResource itself (see sharing.HoldOwner): the first instance to
+// notice the loss publishes a hold before it provisions the partitions
+// again, every instance re-takes exactly the partitions it still validly
+// counts, and the others stay free until every lease granted before the
+// loss has stopped counting. Measured with three instances sharing 20,000 in
+// 20 partitions: no over-use, and 90 % of the capacity leased again within
+// 2 s of the server answering (TestWipeNoOverUse). WithRestartHold is no
+// longer needed for that case.
+//
+// A lost write the instances do not notice as a loss is another matter:
+// a failover to a replica that lacks some leases, while the partitions
+// themselves still exist. What this package guarantees then is a bound. The
+// first holder keeps
 // counting a lost lease at most until its deadline, request sent + lease
 // duration − margin; earlier if its next renewal finds another owner. So
 // each lost lease write lets at most one extra factor of capacity be used, for

@@ -69,7 +69,13 @@
 // counting at its deadline and is retried with back-off. Leases are
 // removed from the view before they are released. The guarantee assumes the
 // store keeps its leases: a store that loses its data loses them too, and
-// an instance learns of it at its next listing or renewal.
+// an instance learns of it at its next listing or renewal. Then it keeps
+// counting the leases that are still valid, publishes a hold (HoldOwner)
+// before it provisions the store again, and re-takes exactly those
+// partitions; while the hold is live no instance acquires any other
+// partition, so a partition that an instance which has not yet noticed the
+// loss still counts cannot be given to another. The hold lasts one lease
+// duration, the longest any lease granted before the loss can count.
 //
 // Faults: a storage error raises an error event and backs the loop off
 // exponentially from maxInterval (with jitter, at most lease/4, so

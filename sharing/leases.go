@@ -149,11 +149,10 @@ func (r *Resource) renewDue(ctx context.Context, st *loopState, now time.Time) {
 		case res.err == nil:
 			st.table[res.partition] = newHeldLease(res.sent, r.leaseDuration)
 			r.stats.renewals.Add(1)
-		case isConflict(res.err) || isMissing(res.err):
+		case isMissing(res.err):
+			r.noteLoss(st)
+		case isConflict(res.err):
 			r.forget(st, res.partition, "lease lost")
-			if isMissing(res.err) {
-				st.provision = true
-			}
 		default:
 			r.fail(ctx, st, fmt.Sprintf("renew partition %d", res.partition), res.err)
 		}
@@ -201,17 +200,17 @@ func (r *Resource) rebalance(ctx context.Context, st *loopState, wanted, count i
 	st.lastList = now
 	if r.stats.count(err) != nil {
 		if isMissing(err) {
-			// The store lost its partitions, and with them every lease.
-			for _, p := range st.table.indexes() {
-				r.forget(st, p, "the store lost the partition")
-			}
+			r.noteLoss(st)
 		}
 		r.fail(ctx, st, "snapshot", err)
 		return
 	}
+	_, hold := snap.Demands[HoldOwner]
 	demands := make(map[string]uint32, len(snap.Demands)+1)
 	for o, d := range snap.Demands {
-		demands[o] = d
+		if o != HoldOwner {
+			demands[o] = d
+		}
 	}
 	demands[r.owner] = uint32(wanted)
 	held := len(st.table)
@@ -223,6 +222,11 @@ func (r *Resource) rebalance(ctx context.Context, st *loopState, wanted, count i
 	target := min(wanted, st.share)
 	r.releaseAbove(ctx, st, target, "above fair share")
 	free := r.readPartitions(st, snap.Partitions)
+	if hold || st.wiped {
+		// After a data loss, partitions nobody re-took may still be
+		// counted by an instance that has not noticed the loss yet.
+		free = nil
+	}
 	order := acquireOrder(r.owner, free, st.homeLo, st.homeHi)
 	r.acquire(ctx, st, order[:min(max(target-len(st.table), 0), len(order))])
 	// Keep the quick pace while anything moves: this instance is short of
@@ -249,7 +253,9 @@ func (r *Resource) readPartitions(st *loopState, states []lease.PartitionState) 
 			continue
 		}
 		if hasPartition(st.table, p) {
-			r.forget(st, p, "the store shows the lease gone")
+			// Only a store that lost its data shows a valid lease of ours
+			// free or missing: the lease ended no earlier than we count it.
+			r.noteLoss(st)
 		}
 		if state == lease.PartitionMissing {
 			st.provision = true
@@ -258,6 +264,47 @@ func (r *Resource) readPartitions(st *loopState, states []lease.PartitionState) 
 		free = append(free, p)
 	}
 	return free
+}
+
+// noteLoss records that the store lost its data: partitions are missing,
+// or a lease this instance validly holds shows free. The leases still valid
+// keep counting, as no instance may take them until the hold is over (see
+// HoldOwner); the next pass, due at once, publishes the hold, provisions
+// the store again and re-takes them.
+func (r *Resource) noteLoss(st *loopState) {
+	st.wiped, st.provision = true, true
+	st.listAt = r.clock.Now()
+}
+
+// retake acquires again, after the store lost its data, the partitions
+// whose leases this instance still counts; a lease that ran out meanwhile
+// is dropped, and one that another instance holds (which the hold should
+// make impossible) stops counting at once.
+func (r *Resource) retake(ctx context.Context, st *loopState) {
+	now := r.clock.Now()
+	var mine []int
+	for _, p := range st.table.indexes() {
+		if now.Before(st.table[p].validUntil) {
+			mine = append(mine, p)
+		} else {
+			r.forget(st, p, "lease lost with the store's data")
+		}
+	}
+	results := r.each(ctx, mine, func(cctx context.Context, p int) error {
+		return r.mgr.Acquire(cctx, p, r.owner, r.leaseDuration)
+	})
+	for _, res := range results {
+		switch {
+		case res.err == nil:
+			st.table[res.partition] = newHeldLease(res.sent, r.leaseDuration)
+			r.stats.acquisitions.Add(1)
+		case isConflict(res.err):
+			r.forget(st, res.partition, "taken by another instance after the store lost its data")
+		default:
+			r.fail(ctx, st, fmt.Sprintf("re-take partition %d", res.partition), res.err)
+		}
+	}
+	r.publishView(st)
 }
 
 // hasPartition reports whether the table holds p.

@@ -27,6 +27,7 @@ type loopState struct {
 	failures  int               // consecutive passes with a storage error
 	failed    bool              // a storage call failed in this pass
 	provision bool              // the store lost partitions; provision again
+	wiped     bool              // the store lost its leases: hold, re-take ours
 	uncertain map[int]bool      // acquires whose outcome is unknown
 	demands   map[string]uint32 // the demands seen at the last snapshot, own included
 }
@@ -200,7 +201,7 @@ func (r *Resource) fail(ctx context.Context, st *loopState, what string, err err
 	}
 	var missing lease.PartitionMissingError
 	if errors.As(err, &missing) {
-		st.provision = true
+		r.noteLoss(st)
 	}
 	r.stats.errs.Add(1)
 	r.emitLoop(ErrorEvent, 0, fmt.Sprintf("batcher: %s: %v", what, err), err)
@@ -211,11 +212,23 @@ func (r *Resource) fail(ctx context.Context, st *loopState, what string, err err
 func (r *Resource) provisionAgain(ctx context.Context, st *loopState, count int) {
 	cctx, cancel := context.WithTimeout(ctx, r.callTimeout())
 	defer cancel()
+	if st.wiped {
+		// The hold goes out before any partition exists again, so every
+		// instance that can see a partition can see the hold.
+		if err := r.stats.count(r.mgr.PublishDemand(cctx, HoldOwner, 1, r.leaseDuration)); err != nil {
+			r.fail(ctx, st, "publish the hold after a data loss", err)
+			return
+		}
+	}
 	if err := r.provisionStore(cctx, count); err != nil {
 		r.fail(ctx, st, "provision", err)
 		return
 	}
 	st.provision = false
+	if st.wiped {
+		st.wiped = false
+		r.retake(ctx, st)
+	}
 }
 
 // publishDemand publishes w when the heartbeat of the live record is due,

@@ -395,6 +395,18 @@ func (r *Resource) Start(ctx context.Context) error {
 	return nil
 }
 
+// HoldOwner is the owner of the hold, a demand record an instance publishes
+// when it finds that the store lost its data (Redis restarted empty, the
+// container deleted), before it provisions the partitions again. Other
+// instances may still count leases the store forgot, until those leases'
+// validity ends, at most one lease duration later. So, while the hold is
+// live (its ttl is one lease duration), each instance re-takes exactly the
+// partitions it still validly counts, and acquires no other: a partition
+// nobody vouches for stays free until no lease can count it any more. The
+// hold is no owner's demand, and does not enter fair shares. It is the nil
+// UUID, which no instance's random owner id can be.
+const HoldOwner = "00000000-0000-0000-0000-000000000000"
+
 // StopTimeout is the longest Stop waits for the loop to release the leases
 // and withdraw the demand.
 const StopTimeout = releaseTimeout
