@@ -126,7 +126,11 @@ func runUsers(ctx context.Context, cfg config, urls []string, ul *userLog, stop 
 	if cfg.interactiveRate <= 0 {
 		return
 	}
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
+	// The arrivals do not wait for the answers (an open loop, as real users
+	// are), so a starved machine piles requests up: at most 64 connections
+	// to a replica keep them from exhausting the process's file
+	// descriptors; the rest wait for one, and that wait is in their latency.
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, MaxConnsPerHost: 64}}
 	defer client.CloseIdleConnections()
 	rate := cfg.interactiveRate / float64(len(urls))
 	start := time.Now()
