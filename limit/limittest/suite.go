@@ -30,6 +30,7 @@ func Run(t *testing.T, f Factory) {
 	t.Run("CountAll", func(t *testing.T) { testCountAll(t, f) })
 	t.Run("Errors", func(t *testing.T) { testErrors(t, f) })
 	t.Run("Concurrent", func(t *testing.T) { testConcurrent(t, f) })
+	t.Run("ConcurrentAllowAll", func(t *testing.T) { testConcurrentAllowAll(t, f) })
 }
 
 func one(t *testing.T, f Factory) (limit.Store, *Clock) {
@@ -333,5 +334,57 @@ func testConcurrent(t *testing.T, f Factory) {
 				clock.Advance(c.step)
 			}
 		})
+	}
+}
+
+// testConcurrentAllowAll has 64 goroutines decide a user's limit and their
+// tenant's together, four users of 30 under one tenant of 100: exactly 100
+// are admitted, every admitted request spent on both limits and no denied
+// one on either.
+func testConcurrentAllowAll(t *testing.T, f Factory) {
+	clock := NewClock(Epoch)
+	stores := f(t, clock, 4)
+	user := limit.FixedWindow(30, time.Minute).Named("user")
+	tenant := limit.GCRA(limit.PerHour(1), 100).Named("tenant")
+	users := []string{"{t}:u0", "{t}:u1", "{t}:u2", "{t}:u3"}
+	var perUser [4]atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for g := 0; g < 64; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			s := stores[g%len(stores)]
+			reqs := []limit.Request{{Key: users[g%4], Policy: user, Cost: 1}, {Key: "{t}", Policy: tenant, Cost: 1}}
+			var out []limit.Decision
+			for i := 0; i < 4; i++ {
+				var err error
+				if out, err = s.AllowAll(context.Background(), reqs, out[:0]); err != nil {
+					errs <- err
+					return
+				}
+				if limit.Combine(out).Allowed {
+					perUser[g%4].Add(1)
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	total := int64(0)
+	for i := range perUser {
+		n := perUser[i].Load()
+		total += n
+		d, err := stores[0].AllowN(context.Background(), users[i], user, 0)
+		if err != nil || n > 30 || d.Remaining != 30-n {
+			t.Fatalf("user %d: %d admitted, remaining %+v, %v", i, n, d, err)
+		}
+	}
+	d, err := stores[0].AllowN(context.Background(), "{t}", tenant, 0)
+	if err != nil || total != 100 || d.Remaining != 0 {
+		t.Fatalf("%d admitted in all, want exactly 100; tenant %+v, %v", total, d, err)
 	}
 }
