@@ -184,8 +184,17 @@ func TestFairReleasePriorities(t *testing.T) {
 			if next == 0 {
 				t.Errorf("low released nothing within a flush interval after high's backlog ended at %v", end)
 			}
-			t.Logf("high's backlog ended at %v; low had %d cost (%.2f %%) by then, %d in the next flush interval",
-				end, lo, 100*float64(lo)/float64(hi+lo), next)
+			gap := time.Duration(-1)
+			rec.mu.Lock()
+			for _, x := range rec.log {
+				if x.w == low && x.at > end {
+					gap = x.at - end
+					break
+				}
+			}
+			rec.mu.Unlock()
+			t.Logf("high's backlog ended at %v; low had %d cost (%.2f %%) by then; its next release %v later, %d cost in the next flush interval",
+				end, lo, 100*float64(lo)/float64(hi+lo), gap, next)
 			cl := h.b.Stats().Classes
 			if cl["high"].Cost != 30000 || cl["low"].Cost != rec.cost[low] {
 				t.Errorf("Stats().Classes = %+v", cl)
