@@ -337,3 +337,49 @@ func (c *fairCounters) snapshot() (classes, names map[string]ReleaseCount) {
 	}
 	return classes, names
 }
+
+// front returns the ready batch to release next, or nil.
+func (l *loop) front() *pending {
+	if l.fair != nil {
+		return l.fair.front()
+	}
+	if l.head < len(l.ready) {
+		return l.ready[l.head]
+	}
+	return nil
+}
+
+// fairSplit is how many pieces one flush interval's worth of capacity is
+// cut into under fair release while several watchers have batches ready.
+const fairSplit = 16
+
+// quantum returns the most cost one release from a batch may take, or 0 for
+// no limit. Under fair release with several watchers ready it is a
+// sixteenth of a flush interval's worth of capacity (at least one
+// operation): a watcher with large batches then takes the credit in turns
+// with the others in pieces small enough that every watcher's share holds
+// over a few seconds, not only in the long run, and that the release is as
+// smooth as with small batches.
+func (l *loop) quantum() uint64 {
+	if l.fair == nil || l.fair.active() < 2 {
+		return 0
+	}
+	return max(satMulU(uint64(l.capacity), uint64(l.cfg.flushInterval))/uint64(nanoPerCost)/fairSplit, 1)
+}
+
+// prefixCost returns the cost of the operations at the front of p that one
+// release takes with the given quantum: all of p when quantum is 0 or p costs
+// no more, else the shortest prefix that reaches the quantum.
+func prefixCost(p *pending, quantum uint64) uint64 {
+	if quantum == 0 || p.cost <= quantum {
+		return p.cost
+	}
+	var sum uint64
+	for _, op := range p.ops {
+		sum += uint64(op.Cost())
+		if sum >= quantum {
+			break
+		}
+	}
+	return sum
+}

@@ -154,3 +154,18 @@ func scaleTarget(target int64, ratio uint64) uint32 {
 	v := satMulU(uint64(target), ratio) / ratioOne
 	return clampU32(int64(min(v, 1<<32)))
 }
+
+// applySettled takes the costs reported by the callbacks that returned
+// since the last time (see ActualCoster): the credit is charged or refunded
+// the difference, and the ratio that scales the target is updated.
+func (l *loop) applySettled() {
+	est, act := l.b.settled.take()
+	if est == 0 && act == 0 {
+		return
+	}
+	if l.cfg.limiter != nil {
+		l.credit.settle(int64(min(act, 1<<40))-int64(min(est, 1<<40)), l.capacity, l.cfg.flushInterval)
+	}
+	l.ratio.observe(est, act, max(uint64(l.capacity), 1000))
+	l.b.costRatio.Store(l.ratio.fixed())
+}
