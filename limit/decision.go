@@ -54,7 +54,8 @@ type Decision struct {
 	Remaining int64
 	// RetryAfter is, for a decision denied with ReasonLimited, how long until
 	// the same cost would be allowed, rounded up to the microsecond (never
-	// early); 0 otherwise.
+	// early); for ReasonFailClosed, when the failure policy asks the store
+	// again; 0 otherwise.
 	RetryAfter time.Duration
 	// ResetAfter is how long until the key is back at rest (a full bucket,
 	// empty windows) if nothing more is spent.

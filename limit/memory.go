@@ -53,11 +53,12 @@ type MemoryStats struct {
 }
 
 // Memory is the in-memory Store: for each policy a table of power-of-two
-// shards, each a map from key to a 32-byte state under its own mutex. A
-// decision on a key already held allocates nothing. Memory holds at most
+// shards, each an open-addressing table of 40-byte slots (the rolling
+// window: a map of logs) under its own mutex. A decision on a key already
+// held hashes the key once and allocates nothing. Memory holds at most
 // MaxKeys keys; keys back at rest are dropped as new keys come in (a small
 // sample of the shard each time) and by Cleanup, which never holds a shard's
-// lock for more than 64 keys. The context of the methods is not consulted:
+// lock for more than 64 slots. The context of the methods is not consulted:
 // they never wait for anything but a shard's lock.
 //
 // Memory is safe for concurrent use.
