@@ -364,3 +364,22 @@ func TestSettleRealRate(t *testing.T) {
 		})
 	}
 }
+
+// TestWeightsNeedFairRelease: without WithFairRelease, weights and
+// priorities change nothing: batches go in the order they closed, as in
+// go-batcher v1.8.0.
+func TestWeightsNeedFairRelease(t *testing.T) {
+	h := newHarness(t, func(b *Batcher) { b.WithRateLimiter(NewProvisionedResource(1000)) })
+	rec := recordByWatcher(h)
+	a := NewWatcher(noop).(*Watcher).WithPriority(PriorityLow)
+	bw := NewWatcher(noop).(*Watcher).WithWeight(100)
+	h.enqueue(a, 200, 10, false) // 2 s of capacity
+	h.enqueue(bw, 10, 10, false)
+	h.run(time.Second)
+	if got := rec.cost[bw]; got != 0 {
+		t.Fatalf("in order, B released %d cost while A's backlog lasted", got)
+	}
+	if h.b.Stats().Classes != nil || h.b.Stats().Watchers != nil {
+		t.Fatal("per-class counters without fair release")
+	}
+}

@@ -96,3 +96,20 @@ func TestSettleOps(t *testing.T) {
 		t.Fatalf("settled twice: %d %d", est, act)
 	}
 }
+
+// reportingOp is an operation type of a user's own that reports its actual
+// cost through ActualCoster.
+type reportingOp struct {
+	IOperation
+	actual uint32
+}
+
+func (o reportingOp) ActualCost() (uint32, bool) { return o.actual, true }
+
+func TestSettleOpsActualCoster(t *testing.T) {
+	w := NewWatcher(noop)
+	ops := []IOperation{reportingOp{NewOperation(w, 10, nil, true), 4}, NewOperation(w, 7, nil, true)}
+	if est, act := settleOps(ops); est != 10 || act != 4 {
+		t.Fatalf("settled est %d act %d, want 10 and 4", est, act)
+	}
+}
