@@ -18,11 +18,12 @@ func TestAzureWipeNoOverUse(t *testing.T) {
 	t.Parallel()
 	azurite := newAzuriteProcess(t)
 	container := uniqueContainer()
-	const shared, factor = 20000, 1000
+	const shared, factor, leaseFor = 20000, 1000, 30 * time.Second
 	var ins []*azureblob.SharedResource
 	for i := 0; i < 3; i++ {
 		r, _ := newAzureResource(t, azurite.url(), container, shared)
-		r.WithFactor(factor).WithMaxInterval(200)
+		// 30-s leases outlast a slow restart of Azurite on a busy machine.
+		r.WithFactor(factor).WithMaxInterval(200).WithLeaseDuration(leaseFor)
 		startResource(t, r, shared)
 		ins = append(ins, r)
 	}
@@ -36,16 +37,20 @@ func TestAzureWipeNoOverUse(t *testing.T) {
 	eventually(t, 30*time.Second, "every partition held", func() bool { return total() == shared })
 	time.Sleep(2 * time.Second)
 
+	killed := time.Now()
 	azurite.kill()
 	azurite.start(t)
 	answered := time.Now()
 	// Leases that ran out while the store was away are no one's to re-take;
 	// the goal is about those still counted when it answers again.
 	held := int(total() / factor)
+	if held < 18 {
+		t.Fatalf("only %d partitions still valid when Azurite answered again, %v after it was killed", held, answered.Sub(killed))
+	}
 	probe := azuriteManagerFor(t, azurite.url(), container)
 	var worst uint32
 	back90 := time.Duration(-1)
-	for time.Since(answered) < 8*time.Second {
+	for time.Since(answered) < 12*time.Second {
 		c := total()
 		worst = max(worst, c)
 		if c > shared {
@@ -69,9 +74,10 @@ func TestAzureWipeNoOverUse(t *testing.T) {
 	}
 	t.Logf("Azurite restarted empty: at most %d counted of %d (no over-use); %d partitions still valid when it answered, 90 %% of them leased again %v later",
 		worst, shared, held, back90.Round(time.Millisecond))
-	// The instances retry on their back-off schedule (up to lease/4 after
-	// a spell of errors), which bounds how soon they notice the store is back.
-	if back90 < 0 || back90 > 5*time.Second {
-		t.Fatalf("90 %% of the %d valid partitions leased again after %v, want within 5 s", held, back90)
+	// After a spell of errors the instances retry on their back-off
+	// schedule, at most lease/4 apart, which bounds how soon they notice
+	// that the store is back; the re-take follows within about a second.
+	if limit := leaseFor/4 + 2*time.Second; back90 < 0 || back90 > limit {
+		t.Fatalf("90 %% of the %d valid partitions leased again after %v, want within %v", held, back90, limit)
 	}
 }
