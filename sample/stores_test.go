@@ -80,7 +80,7 @@ func checkStoreRun(t *testing.T, cfg config) {
 	var logs, out bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 	defer cancel()
-	runs, err := demo(ctx, cfg, zerolog.New(&logs).Level(zerolog.WarnLevel), &out)
+	runs, err := demo(ctx, cfg, zerolog.New(zerolog.SyncWriter(&logs)).Level(zerolog.WarnLevel), &out)
 	if err != nil {
 		t.Fatalf("demo: %v\nlogs:\n%s", err, logs.String())
 	}
