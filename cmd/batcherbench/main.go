@@ -6,7 +6,7 @@
 //
 // Usage:
 //
-//	go run ./cmd/batcherbench [--quick] [--json] [--scenarios throughput,rate,latency,fair,shared,stall] [--stores memory,azurite,redis]
+//	go run ./cmd/batcherbench [--quick] [--json] [--scenarios throughput,rate,latency,fair,shared,stall,wipe] [--stores memory,azurite,redis]
 //
 // The shared-capacity scenarios run against the in-process memory store and,
 // when their environment variables are set, against Azurite
@@ -35,7 +35,7 @@ import (
 )
 
 // scenarioNames lists the scenarios in the order they run.
-var scenarioNames = []string{"throughput", "rate", "latency", "fair", "shared", "stall"}
+var scenarioNames = []string{"throughput", "rate", "latency", "fair", "shared", "stall", "wipe"}
 
 // storeNames lists the coordination stores of the shared scenarios.
 var storeNames = []string{"memory", "azurite", "redis"}
@@ -177,5 +177,7 @@ func (b *bench) runScenario(ctx context.Context, name string) {
 		b.sharedCapacity(ctx)
 	case "stall":
 		b.stall(ctx)
+	case "wipe":
+		b.wipe(ctx)
 	}
 }
