@@ -1,8 +1,14 @@
 package batcher
 
-import "context"
+import (
+	"context"
+	"reflect"
+)
 
-// Enqueue adds op to the buffer. It checks, in this order, and changes
+// Enqueue adds op to the buffer. An operation of a type other than
+// *Operation is read once, here: the watcher, cost and batchability it
+// gives now are the ones used until it is released, whatever its methods
+// answer later. It checks, in this order, and changes
 // nothing when it refuses: op is nil (NoOperationError); op has no watcher
 // (NoWatcherError); op costs more than the rate limiter's MaxCapacity
 // (TooExpensiveError); op reached its watcher's MaxAttempts
@@ -34,6 +40,7 @@ func (b *Batcher) counted(err error) error {
 }
 
 func (b *Batcher) enqueue(ctx context.Context, op IOperation) error {
+	op = freeze(op) // what is checked is what the loop will use
 	if err := b.validate(op); err != nil {
 		return err
 	}
@@ -77,6 +84,9 @@ func (b *Batcher) validate(op IOperation) error {
 	}
 	if x, ok := w.(*Watcher); ok && x == nil {
 		return NoWatcherError{}
+	}
+	if v := reflect.ValueOf(w); v.Kind() == reflect.Pointer && v.IsNil() {
+		return NoWatcherError{} // a typed nil of the caller's own IWatcher
 	}
 	if rl := b.cfg.limiter; rl != nil && op.Cost() > rl.MaxCapacity() {
 		return TooExpensiveError{}

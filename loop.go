@@ -387,6 +387,7 @@ func (l *loop) dispatch(p *pending, n int, now time.Time) {
 	if l.fair != nil {
 		l.fair.released(p, n, cost)
 	}
+	thaw(ops)
 	for _, op := range ops {
 		op.MakeAttempt()
 	}

@@ -50,3 +50,41 @@ func (o *Operation) IsBatchable() bool { return o.batchable }
 // MakeAttempt increments the attempt counter. The Batcher calls it just before
 // the operation's batch is handed to the watcher.
 func (o *Operation) MakeAttempt() { o.attempt.Add(1) }
+
+// frozenOp is a custom IOperation as Enqueue read it: its watcher, cost and
+// batchability are taken once, when it is accepted, and the loop uses those
+// values only, so that an operation whose methods answer differently later
+// (a nil watcher, a lower cost) can neither crash the loop nor leave its
+// cost in the target. The watcher is handed the operation itself, never
+// this wrapper. Operations made by NewOperation cannot change and are not
+// wrapped, so they cost no allocation.
+type frozenOp struct {
+	IOperation
+	watcher   IWatcher
+	cost      uint32
+	batchable bool
+}
+
+func (f *frozenOp) Watcher() IWatcher { return f.watcher }
+func (f *frozenOp) Cost() uint32      { return f.cost }
+func (f *frozenOp) IsBatchable() bool { return f.batchable }
+
+// freeze returns op as Enqueue accepts it: a custom operation wrapped with
+// the values it gives now; nil and *Operation unchanged.
+func freeze(op IOperation) IOperation {
+	switch op.(type) {
+	case nil, *Operation, *frozenOp:
+		return op
+	}
+	return &frozenOp{IOperation: op, watcher: op.Watcher(), cost: op.Cost(), batchable: op.IsBatchable()}
+}
+
+// thaw replaces, in ops, each frozen operation by the caller's own, before
+// the batch is handed to its watcher.
+func thaw(ops []IOperation) {
+	for i, op := range ops {
+		if f, ok := op.(*frozenOp); ok {
+			ops[i] = f.IOperation
+		}
+	}
+}
