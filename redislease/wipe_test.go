@@ -2,7 +2,6 @@ package redislease_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -67,6 +66,6 @@ func TestWipeNoOverUse(t *testing.T) {
 	if back90 < 0 || back90 > 2*time.Second {
 		t.Fatalf("90 %% of the partitions leased again after %v, want within 2 s", back90)
 	}
-	t.Log(fmt.Sprintf("Redis restarted empty: at most %d counted of %d (no over-use); 90 %% leased again %v after it answered",
-		worst, shared, back90.Round(time.Millisecond)))
+	t.Logf("Redis restarted empty: at most %d counted of %d (no over-use); 90 %% leased again %v after it answered",
+		worst, shared, back90.Round(time.Millisecond))
 }
