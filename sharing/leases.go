@@ -297,7 +297,6 @@ func (r *Resource) retake(ctx context.Context, st *loopState) {
 		switch {
 		case res.err == nil:
 			st.table[res.partition] = newHeldLease(res.sent, r.leaseDuration)
-			r.stats.acquisitions.Add(1)
 		case isConflict(res.err):
 			r.forget(st, res.partition, "taken by another instance after the store lost its data")
 		default:
@@ -305,6 +304,13 @@ func (r *Resource) retake(ctx context.Context, st *loopState) {
 		}
 	}
 	r.publishView(st)
+	// Re-taken partitions are allocated again at the store.
+	for _, res := range results {
+		if res.err == nil {
+			r.stats.acquisitions.Add(1)
+			r.emitLoop(AllocatedEvent, res.partition, "", nil)
+		}
+	}
 }
 
 // hasPartition reports whether the table holds p.
