@@ -101,7 +101,7 @@ type Batcher struct {
 	settled   settlements   // costs reported by callbacks, for the loop
 
 	mu       sync.Mutex    // guards incoming, spaceCh and the stopped transition
-	incoming []IOperation  // accepted, not yet taken by the loop
+	incoming handover      // accepted, not yet taken by the loop
 	spaceCh  chan struct{} // closed when room frees up; nil when nobody waits
 
 	wake         chan struct{}      // new operations, finished callbacks
@@ -143,6 +143,7 @@ func newBatcher(size uint32) *Batcher {
 			pauseTime:        DefaultPauseTime,
 			clock:            RealClock(),
 		},
+		incoming:     newHandover(size),
 		evq:          eventQueue{notify: make(chan struct{}, 1)},
 		wake:         make(chan struct{}, 1),
 		flushReq:     make(chan struct{}, 1),

@@ -3,6 +3,7 @@ package batcher
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -147,11 +148,117 @@ func BenchmarkFlushDecision(b *testing.B) {
 		bt.WithRateLimiter(NewProvisionedResource(10000))
 		bt.state.Store(stateRunning)
 		l := newLoop(bt)
-		bt.incoming = append(bt.incoming, ops...) // as 10,000 Enqueue calls would leave it
+		for _, op := range ops { // as 10,000 Enqueue calls would leave it
+			bt.incoming.push(op)
+		}
 		bt.buffered.Store(int64(len(ops)))
 		bt.target.Store(int64(len(ops)))
 		fc.Advance(DefaultFlushInterval)
 		b.StartTimer()
 		l.flush()
 	}
+}
+
+// The three benchmarks below measure what Enqueue and the buffer cost in
+// memory, on operations built beforehand as a producer would hold them: B/op
+// and allocs/op must stay at 0 for Enqueue in every state, and the memory
+// the batcher keeps per buffered operation at 16 bytes or less (one
+// interface value, as a channel of IOperation would take).
+
+// benchOps returns n operations of cost 1 for one watcher.
+func benchOps(n int) []IOperation {
+	w := NewWatcher(func([]IOperation) {}).WithMaxBatchSize(100)
+	ops := make([]IOperation, n)
+	for i := range ops {
+		ops[i] = NewOperation(w, 1, nil, true)
+	}
+	return ops
+}
+
+// BenchmarkEnqueueBeforeStart enqueues b.N operations into a batcher that
+// was not started, whose buffer holds them all.
+func BenchmarkEnqueueBeforeStart(b *testing.B) {
+	ops := benchOps(b.N)
+	bt := New(uint32(b.N) + 1)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for _, op := range ops {
+		if err := bt.Enqueue(op); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkEnqueueCapacityZero enqueues b.N operations into a started
+// batcher whose limiter has capacity 0: the loop takes them into batches
+// that never go, so its storage grows with every operation.
+func BenchmarkEnqueueCapacityZero(b *testing.B) {
+	ops := benchOps(b.N)
+	bt := capacityZeroBatcher(b, b.N)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for _, op := range ops {
+		if err := bt.Enqueue(op); err != nil {
+			b.Fatal(err)
+		}
+	}
+	waitSettled(bt)
+}
+
+// BenchmarkBufferedMemory reports the heap the batcher keeps per buffered
+// operation (B/buffered-op), once its loop has taken 1,000,000 operations
+// into batches that cannot go, measured from before the batcher was made.
+func BenchmarkBufferedMemory(b *testing.B) {
+	const n = 1_000_000
+	ops := benchOps(n)
+	var perOp float64
+	for i := 0; i < b.N; i++ {
+		before := heapInUse()
+		bt := capacityZeroBatcher(b, n)
+		for _, op := range ops {
+			if err := bt.Enqueue(op); err != nil {
+				b.Fatal(err)
+			}
+		}
+		waitSettled(bt)
+		perOp = float64(heapInUse()-before) / n
+		bt.Stop()
+	}
+	b.ReportMetric(perOp, "B/buffered-op")
+}
+
+// capacityZeroBatcher starts a batcher with room for n operations behind a
+// limiter of capacity 0 (maximum 1, so operations of cost 1 are accepted).
+func capacityZeroBatcher(b *testing.B, n int) *Batcher {
+	limiter := NewProvisionedResource(1)
+	limiter.SetCapacity(0)
+	bt := New(uint32(n) + 1).WithClock(clock.Real())
+	bt.WithRateLimiter(limiter)
+	if err := bt.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(bt.Stop)
+	return bt
+}
+
+// waitSettled waits until the loop has stopped taking operations from the
+// hand-over: it takes what it can hold and leaves the rest there.
+func waitSettled(bt *Batcher) {
+	last := bt.stats.enqueued.Load()
+	for {
+		time.Sleep(10 * time.Millisecond)
+		now := bt.stats.enqueued.Load()
+		if now == last && now > 0 {
+			return
+		}
+		last = now
+	}
+}
+
+// heapInUse returns the bytes of live heap objects after a collection.
+func heapInUse() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
 }

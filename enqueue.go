@@ -59,8 +59,7 @@ func (b *Batcher) enqueue(ctx context.Context, op IOperation) error {
 		return BatcherStoppedError{}
 	}
 	b.target.Add(int64(op.Cost()))
-	first := len(b.incoming) == 0
-	b.incoming = append(b.incoming, op)
+	first := b.incoming.push(op)
 	b.mu.Unlock()
 	if first {
 		// The loop takes the whole queue when it wakes, so one wake-up per
@@ -168,12 +167,20 @@ func (b *Batcher) poke() {
 	}
 }
 
-// takeIncoming moves the operations handed over by Enqueue to the caller,
-// swapping in spare as the new queue. Loop goroutine only.
-func (b *Batcher) takeIncoming(spare []IOperation) []IOperation {
+// takeIncoming moves up to len(dst) operations handed over by Enqueue into
+// dst and returns how many it moved. Loop goroutine only.
+func (b *Batcher) takeIncoming(dst []IOperation) int {
 	b.mu.Lock()
-	ops := b.incoming
-	b.incoming = spare[:0]
-	b.mu.Unlock()
-	return ops
+	defer b.mu.Unlock()
+	n := b.incoming.take(dst)
+	b.stats.enqueued.Add(uint64(n)) // under mu, for accepted()
+	return n
+}
+
+// accepted returns how many operations Enqueue has accepted: those the loop
+// took and those still in the hand-over.
+func (b *Batcher) accepted() uint64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.stats.enqueued.Load() + uint64(b.incoming.len())
 }

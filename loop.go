@@ -18,10 +18,13 @@ type loop struct {
 	openList []*pending            // batches opened since the last flush, in order
 	ready    []*pending            // closed batches in release order, from readyHead
 	head     int
-	free     int        // ready batches of zero cost, which may pass a waiting head
-	fair     *fairQueue // holds the ready batches instead of ready under fair release
-	spare    []IOperation
-	ratio    costRatio // actual ÷ estimated cost of the settled operations
+	free     int                     // ready batches of zero cost, which may pass a waiting head
+	fair     *fairQueue              // holds the ready batches instead of ready under fair release
+	ratio    costRatio               // actual ÷ estimated cost of the settled operations
+	take     [intakeChunk]IOperation // operations on their way from the hand-over
+	routed   int                     // operations taken into batches, not yet released
+	blocked  bool                    // the last release stopped with batches left
+	heldBack bool                    // intake left operations in the hand-over
 
 	credit      credit
 	capacity    uint32 // the limiter's capacity at the last release decision
@@ -116,12 +119,15 @@ func (l *loop) run() {
 // their deadline).
 func (l *loop) step() {
 	now := l.clock.Now()
-	l.intake()
+	l.intake(false)
 	if l.draining {
 		l.closeAll()
 	}
 	l.release(now, l.draining)
 	l.arm(now)
+	if l.heldBack && !l.blocked {
+		l.b.poke() // the release made room: take the rest at the next pass
+	}
 	if len(l.drainReply) > 0 && l.b.buffered.Load() == 0 && l.b.inflight.Load() == 0 {
 		l.applySettled() // what the last callbacks reported, before Shutdown returns
 		for _, reply := range l.drainReply {
@@ -146,25 +152,47 @@ func (l *loop) finish() {
 	l.auditT.Stop()
 	l.timer.Stop()
 	l.pauseTimer.Stop()
-	l.intake()
+	l.intake(false)
 	l.b.raise(ShutdownEvent, int(l.b.OperationsInBuffer()), "", nil)
 }
 
-// intake routes the operations handed over by Enqueue into batches.
-func (l *loop) intake() {
-	ops := l.b.takeIncoming(l.spare)
-	// The queue handed back becomes the next spare, whether or not it held
-	// anything: the old spare is now the producers' queue.
-	defer func() { l.spare = ops[:0] }()
-	if len(ops) == 0 {
-		return
+// intakeChunk is how many operations intake moves per lock of the hand-over.
+const intakeChunk = 256
+
+// intakeHold is how many operations the loop takes into batches before it
+// releases; while it is blocked it leaves the rest in the hand-over.
+const intakeHold = 1024
+
+// intake routes the operations handed over by Enqueue into batches, until
+// the loop holds intakeHold operations in batches; step then releases and,
+// unless the release left the loop blocked (the head of the ready queue
+// waits for credit or for a callback to end), comes back for the rest. A
+// blocked loop leaves the rest in the hand-over: in batches they would wait
+// just the same, and cost memory that the hand-over already holds for them,
+// so a backlog at capacity 0 allocates nothing. Operations of zero cost
+// beyond those held then wait too, until the loop is unblocked. With all
+// set, as at a flush, an unblocked loop takes everything, so that a flush
+// closes every batch of what was enqueued before it.
+func (l *loop) intake(all bool) {
+	l.heldBack = false
+	for {
+		if l.routed >= intakeHold && (l.blocked || !all) {
+			// Release first; step pokes the loop for the rest unless the
+			// release left it blocked.
+			l.heldBack = true
+			return
+		}
+		n := l.b.takeIncoming(l.take[:])
+		if n == 0 {
+			return
+		}
+		l.now = l.clock.Now()
+		for _, op := range l.take[:n] {
+			l.route(op)
+		}
+		l.routed += n
+		clear(l.take[:n])
 	}
-	l.now = l.clock.Now()
-	for _, op := range ops {
-		l.route(op)
-	}
-	l.b.stats.enqueued.Add(uint64(len(ops)))
-	clear(ops)
 }
 
 // route puts op in its watcher's batch. A non-batchable op closes the batch
@@ -238,7 +266,7 @@ func (l *loop) flush() {
 	if l.pause.paused(now) {
 		return
 	}
-	l.intake()
+	l.intake(true)
 	l.closeAll()
 	l.release(now, true)
 }
@@ -249,8 +277,10 @@ func (l *loop) release(now time.Time, tick bool) {
 	waited := l.waiting
 	l.waiting = false
 	if l.pause.paused(now) {
+		l.blocked = l.routed > 0
 		return
 	}
+	defer func() { l.blocked = l.head < len(l.ready) || (l.fair != nil && l.fair.len() > 0) }()
 	limited := l.cfg.limiter != nil
 	if limited {
 		l.capacity = l.cfg.limiter.Capacity()
@@ -384,6 +414,7 @@ func (l *loop) dispatch(p *pending, n int, now time.Time) {
 	}
 	p.ops = p.ops[n:]
 	p.cost -= cost
+	l.routed -= n
 	if l.fair != nil {
 		l.fair.released(p, n, cost)
 	}

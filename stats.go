@@ -131,7 +131,7 @@ type BatcherStats struct {
 func (b *Batcher) Stats() BatcherStats {
 	c := &b.stats
 	s := BatcherStats{
-		Enqueued:        c.enqueued.Load(),
+		Enqueued:        b.accepted(),
 		Rejected:        make(map[string]uint64, rejectReasons),
 		Released:        c.released.Load(),
 		CostReleased:    c.cost.Load(),
