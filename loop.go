@@ -159,24 +159,30 @@ func (l *loop) finish() {
 // intakeChunk is how many operations intake moves per lock of the hand-over.
 const intakeChunk = 256
 
-// intakeHold is how many operations the loop takes into batches before it
-// releases; while it is blocked it leaves the rest in the hand-over.
+// intakeHold is how many operations the loop takes into batches per pass,
+// and how many it holds at most while it is blocked.
 const intakeHold = 1024
 
-// intake routes the operations handed over by Enqueue into batches, until
-// the loop holds intakeHold operations in batches; step then releases and,
-// unless the release left the loop blocked (the head of the ready queue
+// intake routes the operations handed over by Enqueue into batches, at most
+// intakeHold per pass; step then releases and, unless the release left the
+// loop blocked (the head of the ready queue
 // waits for credit or for a callback to end), comes back for the rest. A
 // blocked loop leaves the rest in the hand-over: in batches they would wait
 // just the same, and cost memory that the hand-over already holds for them,
 // so a backlog at capacity 0 allocates nothing. Operations of zero cost
 // beyond those held then wait too, until the loop is unblocked. With all
 // set, as at a flush, an unblocked loop takes everything, so that a flush
-// closes every batch of what was enqueued before it.
+// closes every batch of what was enqueued before it. Under fair release the
+// loop takes everything, as a newcomer's operations must reach the fair
+// queue to pass a backlog, so there a backlog costs batch memory again.
 func (l *loop) intake(all bool) {
 	l.heldBack = false
+	took := 0
 	for {
-		if l.routed >= intakeHold && (l.blocked || !all) {
+		// Fair release must see every waiting watcher to order them, so
+		// under it nothing is left in the hand-over.
+		hold := (l.blocked && l.routed >= intakeHold) || (!all && took >= intakeHold)
+		if hold && l.fair == nil {
 			// Release first; step pokes the loop for the rest unless the
 			// release left it blocked.
 			l.heldBack = true
@@ -191,6 +197,7 @@ func (l *loop) intake(all bool) {
 			l.route(op)
 		}
 		l.routed += n
+		took += n
 		clear(l.take[:n])
 	}
 }
