@@ -133,7 +133,10 @@ func TestStallReleasesNoBurstProcess(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	sort.Slice(rels, func(i, j int) bool { return rels[i].at.Before(rels[j].at) })
-	bound := stallCapacity + int(stallCapacity*stallFlushInterval/time.Second) + stallCost
+	// The child stamps each release when its callback runs, which a loaded
+	// machine delays by a few milliseconds at random; 2 % of the capacity
+	// absorbs that. Without the catch-up bound a 3-s stall gives ~3× it.
+	bound := stallCapacity + int(stallCapacity*stallFlushInterval/time.Second) + stallCost + stallCapacity/50
 	worst, worstAt := maxWindow(rels, time.Second)
 	after := 0
 	for _, r := range rels {
