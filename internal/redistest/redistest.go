@@ -80,8 +80,11 @@ func FreePort(t testing.TB) int {
 
 // Server is a redis-server process a test started.
 type Server struct {
-	Port int
-	cmd  *exec.Cmd
+	Port  int
+	bin   string
+	dir   string
+	extra []string
+	cmd   *exec.Cmd
 }
 
 // Addr is the server's host:port.
@@ -102,24 +105,54 @@ func (s *Server) Kill() {
 // cleanup.
 func StartServer(t testing.TB, extra ...string) *Server {
 	t.Helper()
-	bin, dir := ServerBin(t), t.TempDir()
+	s := &Server{bin: ServerBin(t), dir: t.TempDir(), extra: extra}
 	for attempt := 0; ; attempt++ {
-		s := &Server{Port: FreePort(t)}
-		args := append([]string{"--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1",
-			"--save", "", "--appendonly", "no", "--daemonize", "no", "--dir", dir}, extra...)
-		s.cmd = exec.Command(bin, args...)
-		if err := s.cmd.Start(); err != nil {
-			Unavailable(t, "starting %s: %v", bin, err)
-		}
-		if waitPing(s.Addr(), 10*time.Second) {
+		s.Port = FreePort(t)
+		if s.run(t) {
 			t.Cleanup(s.Kill)
 			return s
 		}
-		s.Kill()
 		if attempt == 2 { // the port may have been taken between FreePort and the start
 			t.Fatalf("redis-server on port %d did not answer PING within 10 s", s.Port)
 		}
 	}
+}
+
+// Restart kills the server and starts it again on the same port, empty.
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	s.Kill()
+	if !s.run(t) {
+		t.Fatalf("redis-server on port %d did not answer PING within 10 s of a restart", s.Port)
+	}
+}
+
+// Client returns a client of the server that does not retry, so that a
+// stopped server shows as an error at once, and that honours context
+// deadlines (ContextTimeoutEnabled), so a store timeout bounds a call to a
+// server that does not answer; it is closed at cleanup.
+func (s *Server) Client(t testing.TB) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: s.Addr(), DialTimeout: 200 * time.Millisecond, MaxRetries: -1,
+		ContextTimeoutEnabled: true})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// run starts the process on s.Port and reports whether it answered PING;
+// when it did not, the process is killed.
+func (s *Server) run(t testing.TB) bool {
+	t.Helper()
+	args := append([]string{"--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--daemonize", "no", "--dir", s.dir}, s.extra...)
+	s.cmd = exec.Command(s.bin, args...)
+	if err := s.cmd.Start(); err != nil {
+		Unavailable(t, "starting %s: %v", s.bin, err)
+	}
+	if waitPing(s.Addr(), 10*time.Second) {
+		return true
+	}
+	s.Kill()
+	return false
 }
 
 func waitPing(addr string, within time.Duration) bool {

@@ -13,7 +13,7 @@ import (
 	"github.com/costwise/batcher/limit/redislimit"
 	"github.com/costwise/batcher/middleware/grpclimit"
 	"github.com/costwise/batcher/middleware/httplimit"
-	"github.com/costwise/batcher/middleware/internal/redistest"
+	"github.com/costwise/batcher/internal/redistest"
 )
 
 // With Redis stopped in the middle of the test, a fail-closed server
@@ -21,7 +21,7 @@ import (
 // serves them; both count the outcome.
 func TestRedisStoppedFailClosedAndOpen(t *testing.T) {
 	for _, mode := range []httplimit.FailMode{httplimit.FailClosed, httplimit.FailOpen} {
-		srv := redistest.Start(t)
+		srv := redistest.StartServer(t)
 		store, err := redislimit.New(srv.Client(t), redislimit.Options{})
 		if err != nil {
 			t.Fatal(err)
@@ -34,7 +34,7 @@ func TestRedisStoppedFailClosedAndOpen(t *testing.T) {
 		if md, err := check(t, c); err != nil || first(md, "ratelimit") == "" {
 			t.Fatalf("mode %d, Redis up: %v %v", mode, err, md)
 		}
-		srv.Stop()
+		srv.Kill()
 		_, err = check(t, c)
 		result := "failed_open"
 		if mode == httplimit.FailClosed {

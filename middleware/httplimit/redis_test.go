@@ -11,14 +11,14 @@ import (
 	"github.com/costwise/batcher/limit"
 	"github.com/costwise/batcher/limit/redislimit"
 	"github.com/costwise/batcher/middleware/httplimit"
-	"github.com/costwise/batcher/middleware/internal/redistest"
+	"github.com/costwise/batcher/internal/redistest"
 )
 
 // redisOptions returns middleware options on a Redis store of a
 // redis-server this test owns, with a short probe so recovery is quick.
 func redisOptions(t *testing.T, mode httplimit.FailMode) (*redistest.Server, httplimit.Options, *prometheus.Registry) {
 	t.Helper()
-	srv := redistest.Start(t)
+	srv := redistest.StartServer(t)
 	store, err := redislimit.New(srv.Client(t), redislimit.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -78,7 +78,7 @@ func TestRedisStoppedFailOpen(t *testing.T) {
 	if res.code != 200 || parseDraft(t, res).r != 3 {
 		t.Fatalf("with Redis up: %d %v", res.code, res.h)
 	}
-	srv.Stop()
+	srv.Kill()
 	for i := 0; i < 6; i++ { // more than the limit: nothing is limited while Redis is down
 		res := get(t, ts)
 		if res.code != 200 || res.h.Get("RateLimit") != "" {
@@ -99,7 +99,7 @@ func TestRedisStoppedFailClosed(t *testing.T) {
 	if res := get(t, ts); res.code != 200 {
 		t.Fatalf("with Redis up: %d", res.code)
 	}
-	srv.Stop()
+	srv.Kill()
 	res := get(t, ts)
 	if res.code != 503 || res.h.Get("Retry-After") != "2" {
 		t.Fatalf("Redis down: %d Retry-After %q; want 503 with Retry-After 2 (1.5 s rounded up)", res.code, res.h.Get("Retry-After"))
@@ -128,7 +128,7 @@ func TestRedisStoppedLocalFallback(t *testing.T) {
 	if res := get(t, ts); res.code != 200 {
 		t.Fatalf("with Redis up: %d", res.code)
 	}
-	srv.Stop()
+	srv.Kill()
 	// The fallback decides locally at the limit divided by 2 replicas.
 	for i, want := range []int{200, 200, 429} {
 		res := get(t, ts)
