@@ -9,11 +9,11 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/costwise/batcher/internal/redistest"
 	"github.com/costwise/batcher/limit"
 	"github.com/costwise/batcher/limit/redislimit"
 	"github.com/costwise/batcher/middleware/grpclimit"
 	"github.com/costwise/batcher/middleware/httplimit"
-	"github.com/costwise/batcher/internal/redistest"
 )
 
 // With Redis stopped in the middle of the test, a fail-closed server

@@ -8,10 +8,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/costwise/batcher/internal/redistest"
 	"github.com/costwise/batcher/limit"
 	"github.com/costwise/batcher/limit/redislimit"
 	"github.com/costwise/batcher/middleware/httplimit"
-	"github.com/costwise/batcher/internal/redistest"
 )
 
 // redisOptions returns middleware options on a Redis store of a
