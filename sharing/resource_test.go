@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -151,6 +152,9 @@ func TestSharedStopReleasesAtOnce(t *testing.T) {
 	}
 	r.GiveMe(17)
 	eventually(t, "capacity 17", func() bool { return r.Capacity() == 17 })
+	// The capacity event for 17 follows the allocations; wait for it too, so
+	// that the fall to 7 at Stop is a change that raises one.
+	eventually(t, "capacity event 17", func() bool { return slices.Contains(log.last(1<<20), CapacityEvent+":17") })
 	if got := r.MaxCapacity(); got != 17 {
 		t.Fatalf("MaxCapacity() = %d, want 17", got)
 	}
