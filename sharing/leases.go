@@ -5,10 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"sync"
 	"time"
 
 	"github.com/costwise/batcher/lease"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // maxParallel bounds the storage calls a pass makes at once.
@@ -30,21 +31,20 @@ type callResult struct {
 // error rather than a crash.
 func (r *Resource) each(ctx context.Context, partitions []int, call func(context.Context, int) error) []callResult {
 	results := make([]callResult, len(partitions))
-	sem := make(chan struct{}, maxParallel)
-	var wg sync.WaitGroup
+	// The group collects no error: each call's outcome is its own result,
+	// and one failure must not cancel the others.
+	var g errgroup.Group
+	g.SetLimit(maxParallel)
 	for k, p := range partitions {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
+		g.Go(func() error {
 			cctx, cancel := context.WithTimeout(ctx, r.callTimeout())
 			defer cancel()
 			results[k] = callResult{partition: p, sent: r.clock.Now()}
 			results[k].err = r.stats.count(guard(func() error { return call(cctx, p) }))
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
+	_ = g.Wait()
 	return results
 }
 
@@ -66,11 +66,11 @@ func isMissing(err error) bool {
 
 // forget drops a lease the store no longer gives this instance, without
 // asking the store anything.
-func (r *Resource) forget(st *loopState, p int, why string) {
-	delete(st.table, p)
-	r.publishView(st)
-	r.stats.releases.Add(1)
-	r.emitLoop(ReleasedEvent, p, why, nil)
+func (l *loop) forget(p int, why string) {
+	delete(l.table, p)
+	l.publishView()
+	l.r.stats.releases.Add(1)
+	l.r.emitLoop(ReleasedEvent, p, why, nil)
 }
 
 // isConflict reports whether err is a lease.ConflictError.
@@ -82,53 +82,53 @@ func isConflict(err error) bool {
 // dropLost forgets leases that surely ended at the store (their renewal
 // kept failing) and gives up partitions beyond count (the shared capacity
 // shrank).
-func (r *Resource) dropLost(ctx context.Context, st *loopState, now time.Time, count int) {
-	for _, p := range st.table.expired(now) {
-		r.forget(st, p, "lease expired before it could be renewed")
+func (l *loop) dropLost(ctx context.Context, now time.Time, count int) {
+	for _, p := range l.table.expired(now) {
+		l.forget(p, "lease expired before it could be renewed")
 	}
 	var beyond []int
-	for _, p := range st.table.indexes() {
+	for _, p := range l.table.indexes() {
 		if p >= count {
 			beyond = append(beyond, p)
 		}
 	}
-	r.release(ctx, st, beyond, "partition beyond the shared capacity")
+	l.release(ctx, beyond, "partition beyond the shared capacity")
 }
 
 // releaseAbove gives up the leases beyond target, those others prefer
 // first.
-func (r *Resource) releaseAbove(ctx context.Context, st *loopState, target int, why string) {
-	excess := len(st.table) - max(target, 0)
+func (l *loop) releaseAbove(ctx context.Context, target int, why string) {
+	excess := len(l.table) - max(target, 0)
 	if excess <= 0 {
 		return
 	}
-	order := releaseOrder(r.owner, st.table.indexes(), st.homeLo, st.homeHi)
-	r.release(ctx, st, order[:excess], why)
+	order := releaseOrder(l.r.owner, l.table.indexes(), l.homeLo, l.homeHi)
+	l.release(ctx, order[:excess], why)
 }
 
 // release gives up partitions. They stop counting as capacity before the
 // store is asked to end their leases, so this instance never counts a
 // partition another may already have taken.
-func (r *Resource) release(ctx context.Context, st *loopState, partitions []int, why string) {
+func (l *loop) release(ctx context.Context, partitions []int, why string) {
 	if len(partitions) == 0 {
 		return
 	}
 	for _, p := range partitions {
-		delete(st.table, p)
+		delete(l.table, p)
 	}
-	r.publishView(st)
-	r.loopCapacity(r.Capacity())
-	results := r.each(ctx, partitions, func(cctx context.Context, p int) error {
-		return r.mgr.Release(cctx, p, r.owner)
+	l.publishView()
+	l.r.loopCapacity(l.r.Capacity())
+	results := l.r.each(ctx, partitions, func(cctx context.Context, p int) error {
+		return l.r.mgr.Release(cctx, p, l.r.owner)
 	})
 	for _, res := range results {
-		r.stats.releases.Add(1)
-		r.emitLoop(ReleasedEvent, res.partition, why, nil)
+		l.r.stats.releases.Add(1)
+		l.r.emitLoop(ReleasedEvent, res.partition, why, nil)
 		// A conflict means the lease had already ended; any other error
 		// leaves it to expire at the store, which is safe, but is worth
 		// reporting.
 		if res.err != nil && !isConflict(res.err) {
-			r.fail(ctx, st, fmt.Sprintf("release partition %d", res.partition), res.err)
+			l.fail(ctx, fmt.Sprintf("release partition %d", res.partition), res.err)
 		}
 	}
 }
@@ -136,73 +136,73 @@ func (r *Resource) release(ctx context.Context, st *loopState, partitions []int,
 // renewDue renews the leases whose renewal time has come. A lease lost to
 // a conflict is dropped at once; one whose renewal failed otherwise is kept
 // (it may still be ours) and retried until it expires.
-func (r *Resource) renewDue(ctx context.Context, st *loopState, now time.Time) {
-	due := st.table.dueForRenewal(now)
+func (l *loop) renewDue(ctx context.Context, now time.Time) {
+	due := l.table.dueForRenewal(now)
 	if len(due) == 0 {
 		return
 	}
-	results := r.each(ctx, due, func(cctx context.Context, p int) error {
-		return r.mgr.Renew(cctx, p, r.owner, r.leaseDuration)
+	results := l.r.each(ctx, due, func(cctx context.Context, p int) error {
+		return l.r.mgr.Renew(cctx, p, l.r.owner, l.r.leaseDuration)
 	})
 	for _, res := range results {
 		switch {
 		case res.err == nil:
-			st.table[res.partition] = newHeldLease(res.sent, r.leaseDuration)
-			r.stats.renewals.Add(1)
+			l.table[res.partition] = newHeldLease(res.sent, l.r.leaseDuration)
+			l.r.stats.renewals.Add(1)
 		case isMissing(res.err):
-			r.noteLoss(st)
+			l.noteLoss()
 		case isConflict(res.err):
-			r.forget(st, res.partition, "lease lost")
+			l.forget(res.partition, "lease lost")
 		default:
-			r.fail(ctx, st, fmt.Sprintf("renew partition %d", res.partition), res.err)
+			l.fail(ctx, fmt.Sprintf("renew partition %d", res.partition), res.err)
 		}
 	}
-	r.publishView(st)
+	l.publishView()
 }
 
 // acquire tries to lease partitions and adds those won to the table.
-func (r *Resource) acquire(ctx context.Context, st *loopState, partitions []int) {
+func (l *loop) acquire(ctx context.Context, partitions []int) {
 	if len(partitions) == 0 {
 		return
 	}
-	results := r.each(ctx, partitions, func(cctx context.Context, p int) error {
-		return r.mgr.Acquire(cctx, p, r.owner, r.leaseDuration)
+	results := l.r.each(ctx, partitions, func(cctx context.Context, p int) error {
+		return l.r.mgr.Acquire(cctx, p, l.r.owner, l.r.leaseDuration)
 	})
 	for _, res := range results {
 		switch {
 		case res.err == nil:
-			st.table[res.partition] = newHeldLease(res.sent, r.leaseDuration)
-			delete(st.uncertain, res.partition)
+			l.table[res.partition] = newHeldLease(res.sent, l.r.leaseDuration)
+			delete(l.uncertain, res.partition)
 		case isConflict(res.err):
-			r.emitLoop(FailedEvent, res.partition, "", nil)
+			l.r.emitLoop(FailedEvent, res.partition, "", nil)
 		default:
 			// The store may have granted the lease before the call failed;
 			// Stop releases such partitions in case.
-			st.uncertain[res.partition] = true
-			r.fail(ctx, st, fmt.Sprintf("acquire partition %d", res.partition), res.err)
+			l.uncertain[res.partition] = true
+			l.fail(ctx, fmt.Sprintf("acquire partition %d", res.partition), res.err)
 		}
 	}
-	r.publishView(st)
+	l.publishView()
 	for _, res := range results {
 		if res.err == nil {
-			r.stats.acquisitions.Add(1)
-			r.emitLoop(AllocatedEvent, res.partition, "", nil)
+			l.r.stats.acquisitions.Add(1)
+			l.r.emitLoop(AllocatedEvent, res.partition, "", nil)
 		}
 	}
 }
 
 // rebalance reads a snapshot, computes this instance's fair share, gives
 // back what is above it and acquires free partitions up to it.
-func (r *Resource) rebalance(ctx context.Context, st *loopState, wanted, count int, now time.Time) {
-	cctx, cancel := context.WithTimeout(ctx, r.callTimeout())
-	snap, err := r.mgr.Snapshot(cctx, count)
+func (l *loop) rebalance(ctx context.Context, wanted, count int, now time.Time) {
+	cctx, cancel := context.WithTimeout(ctx, l.r.callTimeout())
+	snap, err := l.r.mgr.Snapshot(cctx, count)
 	cancel()
-	st.lastList = now
-	if r.stats.count(err) != nil {
+	l.lastList = now
+	if l.r.stats.count(err) != nil {
 		if isMissing(err) {
-			r.noteLoss(st)
+			l.noteLoss()
 		}
-		r.fail(ctx, st, "snapshot", err)
+		l.fail(ctx, "snapshot", err)
 		return
 	}
 	_, hold := snap.Demands[HoldOwner]
@@ -212,33 +212,33 @@ func (r *Resource) rebalance(ctx context.Context, st *loopState, wanted, count i
 			demands[o] = d
 		}
 	}
-	demands[r.owner] = uint32(wanted)
-	held := len(st.table)
-	moved := !maps.Equal(demands, st.demands)
-	st.demands = demands
+	demands[l.r.owner] = uint32(wanted)
+	held := len(l.table)
+	moved := !maps.Equal(demands, l.demands)
+	l.demands = demands
 	shares := fairShares(count, demands)
-	st.share = shares[r.owner]
-	st.homeLo, st.homeHi = homeRange(r.owner, shares)
-	target := min(wanted, st.share)
-	r.releaseAbove(ctx, st, target, "above fair share")
-	free := r.readPartitions(st, snap.Partitions)
-	if hold || st.wiped {
+	l.share = shares[l.r.owner]
+	l.homeLo, l.homeHi = homeRange(l.r.owner, shares)
+	target := min(wanted, l.share)
+	l.releaseAbove(ctx, target, "above fair share")
+	free := l.readPartitions(snap.Partitions)
+	if hold || l.wiped {
 		// After a data loss, partitions nobody re-took may still be
 		// counted by an instance that has not noticed the loss yet.
 		free = nil
 	}
-	order := acquireOrder(r.owner, free, st.homeLo, st.homeHi)
-	r.acquire(ctx, st, order[:min(max(target-len(st.table), 0), len(order))])
+	order := acquireOrder(l.r.owner, free, l.homeLo, l.homeHi)
+	l.acquire(ctx, order[:min(max(target-len(l.table), 0), len(order))])
 	// Keep the quick pace while anything moves: this instance is short of
 	// its target, its holding changed, or some instance's demand changed. An
 	// instance that just took every free partition must soon see the demand
 	// of one that started at the same moment, or the other waits a whole
 	// settled interval for its share. Settled instances list slowly, which is
 	// what keeps full contention cheap.
-	if len(st.table) < target || len(st.table) != held || moved {
-		st.listAt = now.Add(r.jitter(0.5, 1))
+	if len(l.table) < target || len(l.table) != held || moved {
+		l.listAt = now.Add(l.r.jitter(0.5, 1))
 	} else {
-		st.listAt = now.Add(r.jitter(1.5, 2.5))
+		l.listAt = now.Add(l.r.jitter(1.5, 2.5))
 	}
 }
 
@@ -246,19 +246,19 @@ func (r *Resource) rebalance(ctx context.Context, st *loopState, wanted, count i
 // the table holds but the snapshot shows free or missing is no longer this
 // instance's (the store lost it, or this clock ran slow): it stops counting
 // at once, and is free to acquire again when it exists.
-func (r *Resource) readPartitions(st *loopState, states []lease.PartitionState) []int {
+func (l *loop) readPartitions(states []lease.PartitionState) []int {
 	var free []int
 	for p, state := range states {
 		if state == lease.PartitionLeased {
 			continue
 		}
-		if hasPartition(st.table, p) {
+		if hasPartition(l.table, p) {
 			// Only a store that lost its data shows a valid lease of ours
 			// free or missing: the lease ended no earlier than we count it.
-			r.noteLoss(st)
+			l.noteLoss()
 		}
 		if state == lease.PartitionMissing {
-			st.provision = true
+			l.provision = true
 			continue
 		}
 		free = append(free, p)
@@ -271,44 +271,44 @@ func (r *Resource) readPartitions(st *loopState, states []lease.PartitionState) 
 // keep counting, as no instance may take them until the hold is over (see
 // HoldOwner); the next pass, due at once, publishes the hold, provisions
 // the store again and re-takes them.
-func (r *Resource) noteLoss(st *loopState) {
-	st.wiped, st.provision = true, true
-	st.listAt = r.clock.Now()
+func (l *loop) noteLoss() {
+	l.wiped, l.provision = true, true
+	l.listAt = l.r.clock.Now()
 }
 
 // retake acquires again, after the store lost its data, the partitions
 // whose leases this instance still counts; a lease that ran out meanwhile
 // is dropped, and one that another instance holds (which the hold should
 // make impossible) stops counting at once.
-func (r *Resource) retake(ctx context.Context, st *loopState) {
-	now := r.clock.Now()
+func (l *loop) retake(ctx context.Context) {
+	now := l.r.clock.Now()
 	var mine []int
-	for _, p := range st.table.indexes() {
-		if now.Before(st.table[p].validUntil) {
+	for _, p := range l.table.indexes() {
+		if now.Before(l.table[p].validUntil) {
 			mine = append(mine, p)
 		} else {
-			r.forget(st, p, "lease lost with the store's data")
+			l.forget(p, "lease lost with the store's data")
 		}
 	}
-	results := r.each(ctx, mine, func(cctx context.Context, p int) error {
-		return r.mgr.Acquire(cctx, p, r.owner, r.leaseDuration)
+	results := l.r.each(ctx, mine, func(cctx context.Context, p int) error {
+		return l.r.mgr.Acquire(cctx, p, l.r.owner, l.r.leaseDuration)
 	})
 	for _, res := range results {
 		switch {
 		case res.err == nil:
-			st.table[res.partition] = newHeldLease(res.sent, r.leaseDuration)
+			l.table[res.partition] = newHeldLease(res.sent, l.r.leaseDuration)
 		case isConflict(res.err):
-			r.forget(st, res.partition, "taken by another instance after the store lost its data")
+			l.forget(res.partition, "taken by another instance after the store lost its data")
 		default:
-			r.fail(ctx, st, fmt.Sprintf("re-take partition %d", res.partition), res.err)
+			l.fail(ctx, fmt.Sprintf("re-take partition %d", res.partition), res.err)
 		}
 	}
-	r.publishView(st)
+	l.publishView()
 	// Re-taken partitions are allocated again at the store.
 	for _, res := range results {
 		if res.err == nil {
-			r.stats.acquisitions.Add(1)
-			r.emitLoop(AllocatedEvent, res.partition, "", nil)
+			l.r.stats.acquisitions.Add(1)
+			l.r.emitLoop(AllocatedEvent, res.partition, "", nil)
 		}
 	}
 }
@@ -322,21 +322,21 @@ func hasPartition(t leaseTable, p int) bool {
 // shutdown gives everything back when the loop ends: it stops counting the
 // leases, releases them (and partitions whose acquire had an unknown
 // outcome), and withdraws the demand, within releaseTimeout.
-func (r *Resource) shutdown(ctx context.Context, st *loopState) {
+func (l *loop) shutdown(ctx context.Context) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
-	held := st.table.indexes()
-	r.release(cctx, st, held, "stopped")
-	unsure := make([]int, 0, len(st.uncertain))
-	for p := range st.uncertain {
+	held := l.table.indexes()
+	l.release(cctx, held, "stopped")
+	unsure := make([]int, 0, len(l.uncertain))
+	for p := range l.uncertain {
 		unsure = append(unsure, p)
 	}
 	// Best effort: a conflict only means the acquire had not won.
-	r.each(cctx, unsure, func(c context.Context, p int) error { return r.mgr.Release(c, p, r.owner) })
-	if st.published > 0 {
-		if err := r.stats.count(r.mgr.PublishDemand(cctx, r.owner, 0, r.leaseDuration)); err != nil {
-			r.fail(cctx, st, "withdraw demand", err)
+	l.r.each(cctx, unsure, func(c context.Context, p int) error { return l.r.mgr.Release(c, p, l.r.owner) })
+	if l.published > 0 {
+		if err := l.r.stats.count(l.r.mgr.PublishDemand(cctx, l.r.owner, 0, l.r.leaseDuration)); err != nil {
+			l.fail(cctx, "withdraw demand", err)
 		}
 	}
-	r.loopCapacity(r.reserved.Load())
+	l.r.loopCapacity(l.r.reserved.Load())
 }

@@ -112,27 +112,17 @@ func (t leaseTable) nextEvent(now time.Time) (next time.Time, ok bool) {
 	return next, ok
 }
 
-// countValid returns how many of the leases are valid at now.
-func countValid(leases []validLease, now time.Time) int {
-	n := 0
+// tally returns how many of the leases are valid at now and the capacity
+// they are worth, with shared split by factor (see partitionWorth). It is
+// the one place that decides which held leases count.
+func tally(leases []validLease, now time.Time, shared, factor uint32) (held int, capacity uint32) {
 	for _, l := range leases {
 		if now.Before(l.until) {
-			n++
+			held++
+			capacity += partitionWorth(l.partition, shared, factor)
 		}
 	}
-	return n
-}
-
-// validCapacity returns the capacity the leases valid at now are worth,
-// with shared split by factor (see partitionWorth).
-func validCapacity(leases []validLease, now time.Time, shared, factor uint32) uint32 {
-	var c uint32
-	for _, l := range leases {
-		if now.Before(l.until) {
-			c += partitionWorth(l.partition, shared, factor)
-		}
-	}
-	return c
+	return held, capacity
 }
 
 // partitionWorth returns the capacity partition p is worth when shared is

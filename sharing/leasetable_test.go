@@ -60,7 +60,7 @@ func TestLeaseTableSteps(t *testing.T) {
 	}
 	for _, s := range steps {
 		now := t0.Add(s.at)
-		if got := countValid(tab.view(), now); got != s.valid {
+		if got, _ := tally(tab.view(), now, 10, 1); got != s.valid {
 			t.Errorf("at %v: %d valid, want %d", s.at, got, s.valid)
 		}
 		if got := tab.dueForRenewal(now); !equalInts(got, s.due) {
@@ -129,7 +129,7 @@ func TestValidCapacity(t *testing.T) {
 		at   time.Duration
 		want uint32
 	}{{0, 2500}, {time.Second, 1500}, {2 * time.Second, 1000}, {3 * time.Second, 0}} {
-		if got := validCapacity(leases, t0.Add(s.at), 10500, 1000); got != s.want {
+		if _, got := tally(leases, t0.Add(s.at), 10500, 1000); got != s.want {
 			t.Errorf("at %v: capacity %d, want %d", s.at, got, s.want)
 		}
 	}

@@ -9,9 +9,11 @@ import (
 	"github.com/costwise/batcher/lease"
 )
 
-// loopState is the partition table and schedule of a Resource. It is
+// loop is the partition table and schedule of a Resource, and its methods
+// are the operations of the loop goroutine. It is
 // owned by the loop goroutine: only run and the methods it calls touch it.
-type loopState struct {
+type loop struct {
+	r         *Resource
 	table     leaseTable
 	wanted    int       // partitions wanted at the last pass
 	published uint32    // demand last published; zero when none is live
@@ -32,16 +34,21 @@ type loopState struct {
 	demands   map[string]uint32 // the demands seen at the last snapshot, own included
 }
 
+// newLoop returns the loop state of r, holding nothing.
+func newLoop(r *Resource) *loop {
+	return &loop{r: r, table: leaseTable{}, uncertain: map[int]bool{}}
+}
+
 // run is the loop goroutine: it makes a pass over the lease table, sleeps
 // until the pass says, or until GiveMe or SetSharedCapacity wake it, and on
 // cancellation gives everything back. It closes done when it returns.
 func (r *Resource) run(ctx context.Context, done chan struct{}) {
 	defer close(done)
-	st := &loopState{table: leaseTable{}, uncertain: map[int]bool{}}
+	l := newLoop(r)
 	timer := r.clock.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
-		next, ok := r.pass(ctx, st)
+		next, ok := l.pass(ctx)
 		if !timer.Stop() {
 			// Drop a tick that fired while the pass ran; a spurious pass is
 			// harmless, but an early one would shorten the pacing.
@@ -55,7 +62,7 @@ func (r *Resource) run(ctx context.Context, done chan struct{}) {
 		}
 		select {
 		case <-ctx.Done():
-			r.shutdown(ctx, st)
+			l.shutdown(ctx)
 			return
 		case <-r.wake:
 		case <-timer.C():
@@ -67,50 +74,50 @@ func (r *Resource) run(ctx context.Context, done chan struct{}) {
 // demand, renewing, listing, releasing and acquiring. It returns when the
 // next pass is due, or false when the instance is idle and only a wake can
 // give it work.
-func (r *Resource) pass(ctx context.Context, st *loopState) (time.Time, bool) {
-	st.failed = false
-	count := r.partitionCount()
-	if r.reprovision.Swap(false) {
-		st.provision = true
+func (l *loop) pass(ctx context.Context) (time.Time, bool) {
+	l.failed = false
+	count := l.r.partitionCount()
+	if l.r.reprovision.Swap(false) {
+		l.provision = true
 	}
-	if st.provision {
-		r.provisionAgain(ctx, st, count)
+	if l.provision {
+		l.provisionAgain(ctx, count)
 	}
-	now := r.clock.Now()
-	r.dropLost(ctx, st, now, count)
-	wanted := r.noteWanted(st, r.wantedFor(r.target.Load(), count), now)
+	now := l.r.clock.Now()
+	l.dropLost(ctx, now, count)
+	wanted := l.noteWanted(l.r.wantedFor(l.r.target.Load(), count), now)
 	// A fall in demand gives partitions back before anything else.
-	r.releaseAbove(ctx, st, min(wanted, st.share), "above target")
-	listing := wanted > 0 && !now.Before(st.listAt)
-	r.publishDemand(ctx, st, uint32(wanted), now, listing)
+	l.releaseAbove(ctx, min(wanted, l.share), "above target")
+	listing := wanted > 0 && !now.Before(l.listAt)
+	l.publishDemand(ctx, uint32(wanted), now, listing)
 	if wanted > 0 {
-		r.renewDue(ctx, st, now)
+		l.renewDue(ctx, now)
 		// Right after a failure a listing would most likely fail too; it
 		// waits for the back-off, while renewals still get their try.
-		if listing && !st.failed {
-			r.rebalance(ctx, st, wanted, count, now)
+		if listing && !l.failed {
+			l.rebalance(ctx, wanted, count, now)
 		}
 	}
-	return r.finishPass(st, wanted, now)
+	return l.finishPass(wanted, now)
 }
 
 // noteWanted damps the partitions wanted (see damp) and records them; a
 // rise the table does not cover brings the next snapshot forward, at most
 // every maxInterval/4. It returns the damped number.
-func (r *Resource) noteWanted(st *loopState, raw int, now time.Time) int {
-	wanted := r.damp(st, raw, now)
-	if wanted > st.wanted && wanted > len(st.table) {
-		soonest := st.lastList.Add(r.maxInterval / 4)
-		st.listAt = now
+func (l *loop) noteWanted(raw int, now time.Time) int {
+	wanted := l.damp(raw, now)
+	if wanted > l.wanted && wanted > len(l.table) {
+		soonest := l.lastList.Add(l.r.maxInterval / 4)
+		l.listAt = now
 		if soonest.After(now) {
-			st.listAt = soonest
+			l.listAt = soonest
 		}
 	}
 	if wanted == 0 {
-		st.share = 0
+		l.share = 0
 	}
-	st.wanted = wanted
-	r.stats.demand.Store(int64(wanted))
+	l.wanted = wanted
+	l.r.stats.demand.Store(int64(wanted))
 	return wanted
 }
 
@@ -120,44 +127,44 @@ func (r *Resource) noteWanted(st *loopState, raw int, now time.Time) int {
 // would release and win a partition, and publish its demand, several times
 // a second. A fall to zero acts at once, so an instance that no longer
 // needs anything hands its partitions over without delay.
-func (r *Resource) damp(st *loopState, raw int, now time.Time) int {
-	st.holdUntil = time.Time{}
-	if raw == 0 || raw >= st.peak || !now.Before(st.peakUntil) {
-		st.peak, st.peakUntil = raw, now.Add(2*r.maxInterval)
+func (l *loop) damp(raw int, now time.Time) int {
+	l.holdUntil = time.Time{}
+	if raw == 0 || raw >= l.peak || !now.Before(l.peakUntil) {
+		l.peak, l.peakUntil = raw, now.Add(2*l.r.maxInterval)
 		return raw
 	}
-	st.holdUntil = st.peakUntil
-	return st.peak
+	l.holdUntil = l.peakUntil
+	return l.peak
 }
 
 // finishPass publishes the table and the capacity, and computes when the
 // next pass is due.
-func (r *Resource) finishPass(st *loopState, wanted int, now time.Time) (time.Time, bool) {
-	r.publishView(st)
-	r.loopCapacity(r.capacityAt(now))
-	r.stats.share.Store(int64(st.share))
-	if st.failed {
-		st.failures++
+func (l *loop) finishPass(wanted int, now time.Time) (time.Time, bool) {
+	l.publishView()
+	l.r.loopCapacity(l.r.capacityAt(now))
+	l.r.stats.share.Store(int64(l.share))
+	if l.failed {
+		l.failures++
 	} else {
-		st.failures = 0
+		l.failures = 0
 	}
-	if wanted == 0 && len(st.table) == 0 && st.published == 0 && !st.failed && !st.provision {
+	if wanted == 0 && len(l.table) == 0 && l.published == 0 && !l.failed && !l.provision {
 		return time.Time{}, false
 	}
-	next := now.Add(r.backoff(st.failures))
-	if st.failures == 0 {
-		next = st.listAt
+	next := now.Add(l.r.backoff(l.failures))
+	if l.failures == 0 {
+		next = l.listAt
 		if wanted == 0 {
-			next = now.Add(r.leaseDuration)
+			next = now.Add(l.r.leaseDuration)
 		}
-		if st.published > 0 && st.heartbeat.Before(next) {
-			next = st.heartbeat
+		if l.published > 0 && l.heartbeat.Before(next) {
+			next = l.heartbeat
 		}
-		if !st.holdUntil.IsZero() && st.holdUntil.Before(next) {
-			next = st.holdUntil
+		if !l.holdUntil.IsZero() && l.holdUntil.Before(next) {
+			next = l.holdUntil
 		}
 	}
-	if at, ok := st.table.nextEvent(now); ok && at.Before(next) {
+	if at, ok := l.table.nextEvent(now); ok && at.Before(next) {
 		next = at
 	}
 	if floor := now.Add(time.Millisecond); next.Before(floor) {
@@ -187,47 +194,47 @@ func (r *Resource) jitter(lo, hi float64) time.Duration {
 }
 
 // publishView makes the table's validity deadlines visible to Capacity.
-func (r *Resource) publishView(st *loopState) {
-	v := st.table.view()
-	r.valid.Store(&v)
+func (l *loop) publishView() {
+	v := l.table.view()
+	l.r.valid.Store(&v)
 }
 
 // fail records a storage error: an error event, unless the loop is ending,
 // and back-off for the next pass.
-func (r *Resource) fail(ctx context.Context, st *loopState, what string, err error) {
-	st.failed = true
+func (l *loop) fail(ctx context.Context, what string, err error) {
+	l.failed = true
 	if ctx.Err() != nil {
 		return
 	}
 	var missing lease.PartitionMissingError
 	if errors.As(err, &missing) {
-		r.noteLoss(st)
+		l.noteLoss()
 	}
-	r.stats.errs.Add(1)
-	r.emitLoop(ErrorEvent, 0, fmt.Sprintf("batcher: %s: %v", what, err), err)
+	l.r.stats.errs.Add(1)
+	l.r.emitLoop(ErrorEvent, 0, fmt.Sprintf("batcher: %s: %v", what, err), err)
 }
 
 // provisionAgain provisions count partitions, when the store lost them or
 // the shared capacity grew.
-func (r *Resource) provisionAgain(ctx context.Context, st *loopState, count int) {
-	cctx, cancel := context.WithTimeout(ctx, r.callTimeout())
+func (l *loop) provisionAgain(ctx context.Context, count int) {
+	cctx, cancel := context.WithTimeout(ctx, l.r.callTimeout())
 	defer cancel()
-	if st.wiped {
+	if l.wiped {
 		// The hold goes out before any partition exists again, so every
 		// instance that can see a partition can see the hold.
-		if err := r.stats.count(r.mgr.PublishDemand(cctx, HoldOwner, 1, r.leaseDuration)); err != nil {
-			r.fail(ctx, st, "publish the hold after a data loss", err)
+		if err := l.r.stats.count(l.r.mgr.PublishDemand(cctx, HoldOwner, 1, l.r.leaseDuration)); err != nil {
+			l.fail(ctx, "publish the hold after a data loss", err)
 			return
 		}
 	}
-	if err := r.provisionStore(cctx, count); err != nil {
-		r.fail(ctx, st, "provision", err)
+	if err := l.r.provisionStore(cctx, count); err != nil {
+		l.fail(ctx, "provision", err)
 		return
 	}
-	st.provision = false
-	if st.wiped {
-		st.wiped = false
-		r.retake(ctx, st)
+	l.provision = false
+	if l.wiped {
+		l.wiped = false
+		l.retake(ctx)
 	}
 }
 
@@ -236,21 +243,21 @@ func (r *Resource) provisionAgain(ctx context.Context, st *loopState, count int)
 // the pass lists: others read demands only when they list, so a rise needs
 // to be out just before this instance's own listing, and rises between
 // listings cost one call, not one each.
-func (r *Resource) publishDemand(ctx context.Context, st *loopState, w uint32, now time.Time, listing bool) {
-	changed := w != st.published && (listing || w < st.published)
-	due := st.published > 0 && !now.Before(st.heartbeat)
+func (l *loop) publishDemand(ctx context.Context, w uint32, now time.Time, listing bool) {
+	changed := w != l.published && (listing || w < l.published)
+	due := l.published > 0 && !now.Before(l.heartbeat)
 	if !changed && !due {
 		return
 	}
-	cctx, cancel := context.WithTimeout(ctx, r.callTimeout())
+	cctx, cancel := context.WithTimeout(ctx, l.r.callTimeout())
 	defer cancel()
-	err := r.stats.count(r.mgr.PublishDemand(cctx, r.owner, w, r.leaseDuration))
+	err := l.r.stats.count(l.r.mgr.PublishDemand(cctx, l.r.owner, w, l.r.leaseDuration))
 	if err != nil {
-		r.fail(ctx, st, "publish demand", err)
+		l.fail(ctx, "publish demand", err)
 		return
 	}
-	st.published = w
-	st.heartbeat = now.Add(r.leaseDuration / 3)
+	l.published = w
+	l.heartbeat = now.Add(l.r.leaseDuration / 3)
 }
 
 // callTimeout bounds one storage call, so that a hung call cannot hold the

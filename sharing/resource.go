@@ -227,11 +227,18 @@ func (r *Resource) Capacity() uint32 {
 
 // capacityAt returns the capacity as it is at now.
 func (r *Resource) capacityAt(now time.Time) uint32 {
-	var held uint32
-	if v := r.valid.Load(); v != nil && !r.stopped.Load() {
-		held = validCapacity(*v, now, r.shared.Load(), r.factor)
-	}
+	_, held := r.heldAt(now)
 	return held + r.reserved.Load()
+}
+
+// heldAt returns how many partitions count as capacity at now and what
+// they are worth; nothing once Stop was called.
+func (r *Resource) heldAt(now time.Time) (int, uint32) {
+	v := r.valid.Load()
+	if v == nil || r.stopped.Load() {
+		return 0, 0
+	}
+	return tally(*v, now, r.shared.Load(), r.factor)
 }
 
 // emitCapacity raises a capacity event for c when it differs from the last

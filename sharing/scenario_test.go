@@ -236,7 +236,7 @@ func TestSharedReprovisionsAfterReset(t *testing.T) {
 		if at := in.nextAt(); at.After(s.clock.Now()) {
 			s.clock.Set(at)
 		}
-		next, ok := in.r.pass(s.ctx, in.st)
+		next, ok := in.st.pass(s.ctx)
 		in.next, in.idle = next, !ok
 		if strings.Contains(strings.Join(in.events, " "), CreatedBlobEvent) && s.held(0) == 5 {
 			break

@@ -3,6 +3,7 @@ package sharing
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -24,7 +25,7 @@ var simStart = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
 // own.
 type simInstance struct {
 	r      *Resource
-	st     *loopState
+	st     *loop
 	next   time.Time // when its next pass is due
 	idle   bool      // waiting for GiveMe only
 	passes int
@@ -79,7 +80,7 @@ func (s *sim) add(cfg simConfig, i int) *simInstance {
 	r := New(s.mgr, cfg.shared).WithFactor(cfg.factor).WithReservedCapacity(cfg.reserved).
 		WithLeaseDuration(cfg.lease).WithMaxInterval(cfg.maxIntervalMS).WithClock(s.clock).
 		WithRand(rng.Float64).WithOwner(fmt.Sprintf("instance-%d", i))
-	in := &simInstance{r: r, st: &loopState{table: leaseTable{}, uncertain: map[int]bool{}}, next: s.clock.Now()}
+	in := &simInstance{r: r, st: newLoop(r), next: s.clock.Now()}
 	if cfg.recordEvents {
 		r.AddListener(func(event string, val int, msg string, _ interface{}) {
 			in.events = append(in.events, fmt.Sprintf("%s:%d", event, val))
@@ -167,7 +168,7 @@ func (s *sim) pass(in *simInstance) {
 	case <-in.r.wake:
 	default:
 	}
-	next, ok := in.r.pass(s.ctx, in.st)
+	next, ok := in.st.pass(s.ctx)
 	in.passes++
 	in.next, in.idle = next, !ok
 	s.checkSafety()
@@ -213,7 +214,8 @@ func (s *sim) loseData() {
 
 // held returns how many partitions instance i counts now.
 func (s *sim) held(i int) int {
-	return countValid(s.inst[i].st.table.view(), s.clock.Now())
+	n, _ := tally(s.inst[i].st.table.view(), s.clock.Now(), math.MaxUint32, 1)
+	return n
 }
 
 // heldAll returns how many partitions each instance counts now.

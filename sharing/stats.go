@@ -57,17 +57,14 @@ func (c *sharedCounters) count(err error) error {
 // Stats returns a snapshot of the resource's state and counters.
 func (r *Resource) Stats() Stats {
 	now := r.clock.Now()
-	held := 0
-	if v := r.valid.Load(); v != nil {
-		held = countValid(*v, now)
-	}
+	held, capacity := r.heldAt(now)
 	return Stats{
 		Owner:           r.owner,
 		Partitions:      r.partitionCount(),
 		Held:            held,
 		Demand:          int(r.stats.demand.Load()),
 		Share:           int(r.stats.share.Load()),
-		Capacity:        r.capacityAt(now),
+		Capacity:        capacity + r.reserved.Load(),
 		StorageCalls:    r.stats.calls.Load(),
 		StorageFailures: r.stats.failures.Load(),
 		Acquisitions:    r.stats.acquisitions.Load(),

@@ -19,7 +19,7 @@ func (s *sim) stepUntil(end time.Time, check func()) {
 		if at := in.nextAt(); at.After(s.clock.Now()) {
 			s.clock.Set(at)
 		}
-		next, ok := in.r.pass(s.ctx, in.st)
+		next, ok := in.st.pass(s.ctx)
 		in.passes++
 		in.next, in.idle = next, !ok
 		check()
