@@ -92,6 +92,7 @@ func TestEnqueueChecksInOrderAndChangesNothing(t *testing.T) {
 		{"too expensive", batcher.NewOperation(w, 101, nil, false), batcher.TooExpensiveError{}},
 		{"too expensive beats too many attempts", nilCostOp{tooExpensiveTried(w)}, batcher.TooExpensiveError{}},
 		{"too many attempts", tried, batcher.TooManyAttemptsError{}},
+		{"too many attempts, an operation type of one's own", nilCostOp{tried}, batcher.TooManyAttemptsError{}},
 	}
 	b := batcher.NewBatcherWithBuffer(10).WithRateLimiter(lim)
 	for _, tc := range cases {

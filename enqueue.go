@@ -39,8 +39,8 @@ func (b *Batcher) counted(err error) error {
 	return err
 }
 
-func (b *Batcher) enqueue(ctx context.Context, op IOperation) error {
-	op = freeze(op) // what is checked is what the loop will use
+func (b *Batcher) enqueue(ctx context.Context, custom IOperation) error {
+	op := freeze(custom) // what is checked is what the loop will use
 	if err := b.validate(op); err != nil {
 		return err
 	}
@@ -70,11 +70,8 @@ func (b *Batcher) enqueue(ctx context.Context, op IOperation) error {
 }
 
 // validate applies the checks that do not depend on the buffer.
-func (b *Batcher) validate(op IOperation) error {
+func (b *Batcher) validate(op *Operation) error {
 	if op == nil {
-		return NoOperationError{}
-	}
-	if o, ok := op.(*Operation); ok && o == nil {
 		return NoOperationError{}
 	}
 	w := op.Watcher()
@@ -90,7 +87,7 @@ func (b *Batcher) validate(op IOperation) error {
 	if rl := b.cfg.limiter; rl != nil && op.Cost() > rl.MaxCapacity() {
 		return TooExpensiveError{}
 	}
-	if max := w.MaxAttempts(); max > 0 && op.Attempt() >= max {
+	if max := w.MaxAttempts(); max > 0 && op.original().Attempt() >= max {
 		return TooManyAttemptsError{}
 	}
 	return nil
@@ -169,7 +166,7 @@ func (b *Batcher) poke() {
 
 // takeIncoming moves up to len(dst) operations handed over by Enqueue into
 // dst and returns how many it moved. Loop goroutine only.
-func (b *Batcher) takeIncoming(dst []IOperation) int {
+func (b *Batcher) takeIncoming(dst []*Operation) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	n := b.incoming.take(dst)

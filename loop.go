@@ -21,7 +21,7 @@ type loop struct {
 	free     int                     // ready batches of zero cost, which may pass a waiting head
 	fair     *fairQueue              // holds the ready batches instead of ready under fair release
 	ratio    costRatio               // actual ÷ estimated cost of the settled operations
-	take     [intakeChunk]IOperation // operations on their way from the hand-over
+	take     [intakeChunk]*Operation // operations on their way from the hand-over
 	routed   int                     // operations taken into batches, not yet released
 	blocked  bool                    // the last release stopped with batches left
 	heldBack bool                    // intake left operations in the hand-over
@@ -204,7 +204,7 @@ func (l *loop) intake(all bool) {
 
 // route puts op in its watcher's batch. A non-batchable op closes the batch
 // being formed (so the watcher's operations keep their order) and goes alone.
-func (l *loop) route(op IOperation) {
+func (l *loop) route(op *Operation) {
 	w := op.Watcher()
 	var p *pending
 	if l.last != nil && l.last.open && l.last.w == w {

@@ -21,6 +21,7 @@ type Operation struct {
 	cost      uint32
 	payload   interface{}
 	batchable bool
+	frozen    bool // a custom operation as Enqueue read it; payload holds it (see freeze)
 	attempt   atomic.Uint32
 	actual    atomic.Uint64 // actualKnown | cost, set by SetActualCost; 0 when unset
 }
@@ -51,40 +52,42 @@ func (o *Operation) IsBatchable() bool { return o.batchable }
 // the operation's batch is handed to the watcher.
 func (o *Operation) MakeAttempt() { o.attempt.Add(1) }
 
-// frozenOp is a custom IOperation as Enqueue read it: its watcher, cost and
-// batchability are taken once, when it is accepted, and the loop uses those
-// values only, so that an operation whose methods answer differently later
-// (a nil watcher, a lower cost) can neither crash the loop nor leave its
-// cost in the target. The watcher is handed the operation itself, never
-// this wrapper. Operations made by NewOperation cannot change and are not
-// wrapped, so they cost no allocation.
-type frozenOp struct {
-	IOperation
-	watcher   IWatcher
-	cost      uint32
-	batchable bool
+// freeze returns op as Enqueue accepts it, as an *Operation, so that the
+// hand-over between Enqueue and the loop can hold one pointer per operation
+// (8 bytes) instead of an interface value (16). An *Operation is returned
+// unchanged, and a nil op as a nil pointer: operations made by NewOperation
+// cannot change and cost no allocation. A custom operation is read once,
+// here: it is wrapped in an *Operation marked frozen that carries the
+// watcher, cost and batchability it gives now, and itself as payload. The
+// loop uses those values only, so that an operation whose methods answer
+// differently later (a nil watcher, a lower cost) can neither crash the
+// loop nor leave its cost in the target. The watcher is handed the
+// operation itself, never the wrapper (see thaw).
+func freeze(op IOperation) *Operation {
+	switch o := op.(type) {
+	case nil:
+		return nil
+	case *Operation:
+		return o
+	}
+	return &Operation{watcher: op.Watcher(), cost: op.Cost(), payload: op, batchable: op.IsBatchable(), frozen: true}
 }
 
-func (f *frozenOp) Watcher() IWatcher { return f.watcher }
-func (f *frozenOp) Cost() uint32      { return f.cost }
-func (f *frozenOp) IsBatchable() bool { return f.batchable }
-
-// freeze returns op as Enqueue accepts it: a custom operation wrapped with
-// the values it gives now; nil and *Operation unchanged.
-func freeze(op IOperation) IOperation {
-	switch op.(type) {
-	case nil, *Operation, *frozenOp:
-		return op
+// original returns the operation the caller enqueued: o itself, or the
+// custom operation a frozen o stands for.
+func (o *Operation) original() IOperation {
+	if o.frozen {
+		return o.payload.(IOperation)
 	}
-	return &frozenOp{IOperation: op, watcher: op.Watcher(), cost: op.Cost(), batchable: op.IsBatchable()}
+	return o
 }
 
 // thaw replaces, in ops, each frozen operation by the caller's own, before
 // the batch is handed to its watcher.
 func thaw(ops []IOperation) {
 	for i, op := range ops {
-		if f, ok := op.(*frozenOp); ok {
-			ops[i] = f.IOperation
+		if o, ok := op.(*Operation); ok {
+			ops[i] = o.original()
 		}
 	}
 }
