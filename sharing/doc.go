@@ -33,8 +33,18 @@
 //     partitions are free, leased or missing, and every live demand) and
 //     computes the max-min fair share of the P partitions among the
 //     demands, its own being W. Every instance computes the same shares from
-//     the same demands (remainders go to owners in sorted order), so no
-//     instance needs to talk to another. Its target is min(W, share); since
+//     the same demands, so no instance needs to talk to another. When the
+//     partitions do not divide evenly (R of them left over among the A
+//     instances that want more, and with more instances than partitions R is
+//     every partition), the R extra partitions go to R consecutive instances
+//     in owner order, and move on to the next R every rotation period
+//     (WithRotation, 3 s by default, boundaries at multiples of it since the
+//     Unix epoch): over A/R periods every instance gets its share of
+//     capacity-seconds. At a boundary each instance recomputes the shares
+//     from the demands it last read, without a storage call; those that lose
+//     a partition release it at once, those that gain list 25 ms later and
+//     take disjoint places among the freed partitions, listing again every
+//     50 ms for up to half a second while they are not yet free. Its target is min(W, share); since
 //     max-min fairness gives partitions nobody else wants to those who want
 //     more, an instance alone gets all it asks for.
 //  4. Releases the leases above its target at once, and tries, in parallel

@@ -3,29 +3,40 @@ package sharing
 import (
 	"encoding/binary"
 	"hash/fnv"
+	"slices"
 	"sort"
 )
 
 // fairShares divides partitions among the owners in demands by max-min
 // fairness: no owner gets more than it asks for, and the partitions left by
 // owners that ask for little are split evenly among the rest. When an even
-// split leaves a remainder, one extra partition goes to each unsatisfied
-// owner in ascending owner order. The result depends only on its arguments,
-// so every instance that reads the same demands computes the same shares
-// without talking to the others. Owners asking for zero get no entry.
-func fairShares(partitions int, demands map[string]uint32) map[string]int {
+// split leaves a remainder of R partitions among A unsatisfied owners, one
+// extra partition goes to each of R owners taken in ascending owner order
+// from a place that epoch moves on by R, wrapping around: consecutive
+// epochs give the extra partitions to consecutive owners, so over A epochs
+// every owner gets its R/A of them (with more owners than partitions, R is
+// every partition and the owners take turns). rotating reports whether there
+// was such a remainder, that is whether the shares change with the epoch.
+// The result depends only on the arguments, so every instance that reads
+// the same demands at the same epoch computes the same shares without
+// talking to the others. Owners asking for zero get no entry.
+func fairShares(partitions int, demands map[string]uint32, epoch uint64) (shares map[string]int, rotating bool) {
 	owners := sortedOwners(demands)
-	shares := make(map[string]int, len(owners))
+	shares = make(map[string]int, len(owners))
 	remaining := partitions
 	active := owners
 	for len(active) > 0 && remaining > 0 {
 		level := remaining / len(active)
 		if level == 0 {
 			// Fewer partitions left than owners still wanting: hand them
-			// out one each in owner order, which every instance agrees on.
-			for _, o := range active[:remaining] {
-				shares[o]++
+			// out one each, in owner order from the epoch's place, which
+			// every instance agrees on.
+			n := uint64(len(active))
+			from := (epoch % n) * uint64(remaining) % n
+			for i := range remaining {
+				shares[active[(from+uint64(i))%n]]++
 			}
+			rotating = true
 			break
 		}
 		next := active[:0:0]
@@ -39,7 +50,31 @@ func fairShares(partitions int, demands map[string]uint32) map[string]int {
 		}
 		active = next
 	}
-	return shares
+	return shares, rotating
+}
+
+// gainRange returns the places [lo, hi) that owner takes among the
+// partitions freed when shares change from before to after: the owners whose
+// share grows, in ascending order, each with as many places as it gains.
+// Every instance computes the same ranges, so after a rotation the instances
+// that gain take disjoint free partitions (the lo-th to hi-th in ascending
+// order) instead of racing for the same ones.
+func gainRange(owner string, before, after map[string]int) (lo, hi int) {
+	gainers := make([]string, 0)
+	for o, n := range after {
+		if n > before[o] {
+			gainers = append(gainers, o)
+		}
+	}
+	sort.Strings(gainers)
+	for _, o := range gainers {
+		gain := after[o] - before[o]
+		if o == owner {
+			return lo, lo + gain
+		}
+		lo += gain
+	}
+	return lo, lo
 }
 
 // sortedOwners returns the owners with a demand above zero, in ascending
@@ -105,6 +140,24 @@ func acquireOrder(owner string, free []int, lo, hi int) []int {
 		}
 		return preference(owner, out[i]) > preference(owner, out[j])
 	})
+	return out
+}
+
+// placesFirst returns order with free[lo:hi] (the places a rotation gave
+// this instance among the free partitions) moved to the front.
+func placesFirst(order, free []int, lo, hi int) []int {
+	lo, hi = min(lo, len(free)), min(hi, len(free))
+	if lo >= hi {
+		return order
+	}
+	places := free[lo:hi]
+	out := make([]int, 0, len(order))
+	out = append(out, places...)
+	for _, p := range order {
+		if !slices.Contains(places, p) {
+			out = append(out, p)
+		}
+	}
 	return out
 }
 

@@ -34,7 +34,7 @@ func TestFairSharesTable(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got := fairShares(c.partitions, c.demands)
+			got, _ := fairShares(c.partitions, c.demands, 0)
 			// Zero entries are as good as absent.
 			for o, s := range got {
 				if s == 0 {
@@ -60,7 +60,7 @@ func TestFairSharesProperties(t *testing.T) {
 		for i := rng.IntN(8); i > 0; i-- {
 			demands[string(rune('a'+rng.IntN(12)))] = uint32(rng.IntN(30))
 		}
-		shares := fairShares(partitions, demands)
+		shares, _ := fairShares(partitions, demands, 0)
 		total, want, most := 0, 0, 0
 		for o, s := range shares {
 			if s > int(demands[o]) {
@@ -84,7 +84,7 @@ func TestFairSharesProperties(t *testing.T) {
 }
 
 func TestHomeRangesAreDisjoint(t *testing.T) {
-	shares := fairShares(20, map[string]uint32{"c": 20, "a": 20, "b": 3})
+	shares, _ := fairShares(20, map[string]uint32{"c": 20, "a": 20, "b": 3}, 0)
 	type rng struct{ lo, hi int }
 	got := map[string]rng{}
 	for o := range shares {

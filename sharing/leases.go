@@ -216,9 +216,7 @@ func (l *loop) rebalance(ctx context.Context, wanted, count int, now time.Time) 
 	held := len(l.table)
 	moved := !maps.Equal(demands, l.demands)
 	l.demands = demands
-	shares := fairShares(count, demands)
-	l.share = shares[l.r.owner]
-	l.homeLo, l.homeHi = homeRange(l.r.owner, shares)
+	l.applyShares(count, demands, l.r.epochAt(now))
 	target := min(wanted, l.share)
 	l.releaseAbove(ctx, target, "above fair share")
 	free := l.readPartitions(snap.Partitions)
@@ -228,6 +226,10 @@ func (l *loop) rebalance(ctx context.Context, wanted, count int, now time.Time) 
 		free = nil
 	}
 	order := acquireOrder(l.r.owner, free, l.homeLo, l.homeHi)
+	handover := now.Before(l.handoverUntil)
+	if handover {
+		order = placesFirst(order, free, l.gainLo, l.gainHi)
+	}
 	l.acquire(ctx, order[:min(max(target-len(l.table), 0), len(order))])
 	// Keep the quick pace while anything moves: this instance is short of
 	// its target, its holding changed, or some instance's demand changed. An
@@ -235,10 +237,20 @@ func (l *loop) rebalance(ctx context.Context, wanted, count int, now time.Time) 
 	// of one that started at the same moment, or the other waits a whole
 	// settled interval for its share. Settled instances list slowly, which is
 	// what keeps full contention cheap.
-	if len(l.table) < target || len(l.table) != held || moved {
+	switch {
+	case handover && len(l.table) < target:
+		// The partitions a rotation frees come within milliseconds of
+		// the boundary; look again soon rather than at the quick pace.
+		l.listAt = now.Add(l.r.maxInterval / 10)
+	case len(l.table) < target || (len(l.table) != held && !handover) || moved:
+		// A gain that completes a rotation's hand-over is expected by
+		// every instance, and needs no second look.
 		l.listAt = now.Add(l.r.jitter(0.5, 1))
-	} else {
+	default:
 		l.listAt = now.Add(l.r.jitter(1.5, 2.5))
+	}
+	if len(l.table) >= target {
+		l.handoverUntil = time.Time{}
 	}
 }
 

@@ -32,6 +32,14 @@ type loop struct {
 	wiped     bool              // the store lost its leases: hold, re-take ours
 	uncertain map[int]bool      // acquires whose outcome is unknown
 	demands   map[string]uint32 // the demands seen at the last snapshot, own included
+
+	// Rotation of the remainder partitions (see fairShares and rotate).
+	shares        map[string]int // every owner's share, as last computed
+	epoch         uint64         // the rotation epoch of shares
+	rotating      bool           // shares had a remainder that rotates
+	gainLo        int            // places [gainLo, gainHi) among the partitions
+	gainHi        int            // freed by the last rotation, while handing over
+	handoverUntil time.Time      // when the hand-over of a rotation is over
 }
 
 // newLoop returns the loop state of r, holding nothing.
@@ -86,6 +94,7 @@ func (l *loop) pass(ctx context.Context) (time.Time, bool) {
 	now := l.r.clock.Now()
 	l.dropLost(ctx, now, count)
 	wanted := l.noteWanted(l.r.wantedFor(l.r.target.Load(), count), now)
+	l.rotate(wanted, count, now)
 	// A fall in demand gives partitions back before anything else.
 	l.releaseAbove(ctx, min(wanted, l.share), "above target")
 	listing := wanted > 0 && !now.Before(l.listAt)
@@ -137,6 +146,41 @@ func (l *loop) damp(raw int, now time.Time) int {
 	return l.peak
 }
 
+// applyShares computes every owner's fair share of count partitions from
+// demands at epoch, and this instance's share and home range.
+func (l *loop) applyShares(count int, demands map[string]uint32, epoch uint64) {
+	l.shares, l.rotating = fairShares(count, demands, epoch)
+	l.epoch = epoch
+	l.share = l.shares[l.r.owner]
+	l.homeLo, l.homeHi = homeRange(l.r.owner, l.shares)
+}
+
+// rotate moves the shares on to the epoch of now when the last shares had
+// a remainder, which rotates among the instances (see fairShares). It uses
+// the demands of the last snapshot, which every instance has read alike, so
+// all of them move their shares at the same boundary without a storage
+// call. An instance that loses a partition gives it up in this pass; one
+// that gains lists a moment later, once the losers have released, and takes
+// its own places among the freed partitions (see gainRange), trying again
+// every maxInterval/10 for one maxInterval if they are not free yet.
+func (l *loop) rotate(wanted, count int, now time.Time) {
+	if !l.rotating || l.demands == nil || wanted == 0 || l.r.rotation <= 0 {
+		return
+	}
+	epoch := l.r.epochAt(now)
+	if epoch == l.epoch {
+		return
+	}
+	before := l.shares
+	l.applyShares(count, l.demands, epoch)
+	l.r.stats.share.Store(int64(l.share))
+	if lo, hi := gainRange(l.r.owner, before, l.shares); hi > lo && wanted > len(l.table) {
+		l.gainLo, l.gainHi = lo, hi
+		l.handoverUntil = now.Add(l.r.maxInterval)
+		l.listAt = now.Add(l.r.maxInterval / 20)
+	}
+}
+
 // finishPass publishes the table and the capacity, and computes when the
 // next pass is due.
 func (l *loop) finishPass(wanted int, now time.Time) (time.Time, bool) {
@@ -162,6 +206,11 @@ func (l *loop) finishPass(wanted int, now time.Time) (time.Time, bool) {
 		}
 		if !l.holdUntil.IsZero() && l.holdUntil.Before(next) {
 			next = l.holdUntil
+		}
+	}
+	if l.rotating && wanted > 0 && l.r.rotation > 0 {
+		if at := l.r.epochStart(l.epoch + 1); at.Before(next) {
+			next = at
 		}
 	}
 	if at, ok := l.table.nextEvent(now); ok && at.Before(next) {

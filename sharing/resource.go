@@ -20,6 +20,9 @@ const (
 	DefaultLeaseDuration = 15 * time.Second
 	// DefaultMaxInterval is the default WithMaxInterval, in milliseconds.
 	DefaultMaxInterval = 500
+	// DefaultRotation is the default WithRotation: how long the extra
+	// partitions of an uneven split stay with the same instances.
+	DefaultRotation = 3 * time.Second
 )
 
 // Lifecycle phases of a Resource.
@@ -44,6 +47,7 @@ type Resource struct {
 	factor        uint32
 	maxInterval   time.Duration
 	leaseDuration time.Duration
+	rotation      time.Duration
 
 	shared      atomic.Uint32
 	reserved    atomic.Uint32
@@ -80,6 +84,7 @@ func New(mgr lease.Manager, sharedCapacity uint32) *Resource {
 		factor:        1,
 		maxInterval:   DefaultMaxInterval * time.Millisecond,
 		leaseDuration: DefaultLeaseDuration,
+		rotation:      DefaultRotation,
 		wake:          make(chan struct{}, 1),
 	}
 	r.shared.Store(sharedCapacity)
@@ -156,6 +161,46 @@ func (r *Resource) WithLeaseDuration(d time.Duration) *Resource {
 	}
 	r.leaseDuration = d
 	return r
+}
+
+// WithRotation sets how long the partitions that do not divide evenly
+// among the instances stay with the same ones (default 3 s). When P
+// partitions are shared by instances that all want more than P/N, R = P mod
+// N of them get one partition more than the others; with more instances
+// than partitions, R = P and most instances get none. Every period the extra
+// partitions move on to the next R instances in owner order, so that over
+// N/R periods each instance gets its fair share of capacity-seconds. The
+// boundaries are multiples of the period since the Unix epoch by each
+// instance's clock, so clocks should agree to within a few milliseconds
+// (NTP); a difference only delays a hand-over, it never lets two instances
+// count one partition. Each hand-over leaves a partition idle for a few
+// milliseconds (the releasing instance's call, then the gaining instance's
+// listing and acquire). Zero turns rotation off: the extra partitions stay
+// with the first instances in owner order while the demands stay the same.
+// A negative period makes Provision return InvalidSettingError.
+func (r *Resource) WithRotation(period time.Duration) *Resource {
+	if !r.configurable() {
+		return r
+	}
+	if period < 0 {
+		return r.invalidSetting("Rotation", period.String())
+	}
+	r.rotation = period
+	return r
+}
+
+// epochAt returns the rotation epoch that now falls in: the number of
+// whole rotation periods since the Unix epoch, or zero without rotation.
+func (r *Resource) epochAt(now time.Time) uint64 {
+	if r.rotation <= 0 {
+		return 0
+	}
+	return uint64(now.UnixNano()) / uint64(r.rotation)
+}
+
+// epochStart returns when rotation epoch e begins.
+func (r *Resource) epochStart(e uint64) time.Time {
+	return time.Unix(0, int64(e*uint64(r.rotation)))
 }
 
 // WithClock sets the clock for lease timing and the loop's timers (default

@@ -1,0 +1,225 @@
+package sharing
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// TestFairSharesRotate checks that the remainder of an uneven split moves
+// on by R owners each epoch, so that over A epochs every one of A owners gets
+// exactly R extra partitions, whatever the epoch the count starts at.
+func TestFairSharesRotate(t *testing.T) {
+	for _, c := range []struct{ partitions, owners int }{{20, 128}, {100, 64}, {20, 16}, {500, 128}, {3, 7}} {
+		demands := map[string]uint32{}
+		for i := range c.owners {
+			demands[fmt.Sprintf("owner-%03d", i)] = uint32(c.partitions)
+		}
+		base := c.partitions / c.owners
+		rem := c.partitions % c.owners
+		extra := map[string]int{}
+		for e := uint64(1000); e < 1000+uint64(c.owners); e++ {
+			shares, rotating := fairShares(c.partitions, demands, e)
+			if rotating != (rem > 0) {
+				t.Fatalf("%d over %d: rotating %v, want %v", c.partitions, c.owners, rotating, rem > 0)
+			}
+			total := 0
+			for o, n := range shares {
+				total += n
+				if n != base && n != base+1 {
+					t.Fatalf("%d over %d, epoch %d: %s gets %d, want %d or %d", c.partitions, c.owners, e, o, n, base, base+1)
+				}
+				extra[o] += n - base
+			}
+			if total != c.partitions {
+				t.Fatalf("%d over %d, epoch %d: shares add up to %d", c.partitions, c.owners, e, total)
+			}
+		}
+		for o := range demands {
+			if extra[o] != rem {
+				t.Fatalf("%d over %d: %s got the extra partition %d times in %d epochs, want %d", c.partitions, c.owners, o, extra[o], c.owners, rem)
+			}
+		}
+	}
+}
+
+// TestGainRangeDisjoint checks that the owners that gain in a rotation get
+// disjoint places that cover exactly the partitions gained.
+func TestGainRangeDisjoint(t *testing.T) {
+	demands := map[string]uint32{}
+	for i := range 10 {
+		demands[fmt.Sprintf("o%d", i)] = 4
+	}
+	before, _ := fairShares(7, demands, 5)
+	after, _ := fairShares(7, demands, 6)
+	taken := map[int]string{}
+	gained := 0
+	for o := range demands {
+		lo, hi := gainRange(o, before, after)
+		if hi-lo != max(after[o]-before[o], 0) {
+			t.Fatalf("%s: places [%d, %d) for a gain of %d", o, lo, hi, after[o]-before[o])
+		}
+		for p := lo; p < hi; p++ {
+			if other, dup := taken[p]; dup {
+				t.Fatalf("place %d given to %s and %s", p, other, o)
+			}
+			taken[p] = o
+		}
+		gained += hi - lo
+	}
+	if gained == 0 || len(taken) != gained {
+		t.Fatalf("%d places for %d partitions gained", len(taken), gained)
+	}
+}
+
+// rotationRun is what measureRotation saw.
+type rotationRun struct {
+	utilisation float64   // held partition-seconds over partitions x time
+	jain        []float64 // per window, of each instance's partition-seconds
+	callsPerMin float64   // storage calls per instance per minute, the most of any instance
+}
+
+// measureRotation runs instances that all want every partition, lets them
+// settle for 10 s, then measures for windows x window of fake time,
+// integrating each instance's held partitions every step. Every pass is
+// followed by the simulation's safety check.
+func measureRotation(t *testing.T, instances int, partitions uint32, window time.Duration, windows int) rotationRun {
+	t.Helper()
+	s := newSim(t, simConfig{instances: instances, shared: partitions})
+	for i := range s.inst {
+		s.giveMe(i, partitions)
+	}
+	s.runFor(10*time.Second, nil)
+	calls0 := make([]uint64, instances)
+	for i, in := range s.inst {
+		calls0[i] = in.r.Stats().StorageCalls
+	}
+	const step = 10 * time.Millisecond
+	var run rotationRun
+	var held, total float64
+	for range windows {
+		secs := make([]float64, instances)
+		for elapsed := time.Duration(0); elapsed < window; elapsed += step {
+			s.runFor(step, nil)
+			for i, n := range s.heldAll() {
+				secs[i] += float64(n) * step.Seconds()
+				held += float64(n) * step.Seconds()
+			}
+			total += float64(partitions) * step.Seconds()
+		}
+		run.jain = append(run.jain, jain(secs))
+	}
+	minutes := (window * time.Duration(windows)).Minutes()
+	for i, in := range s.inst {
+		run.callsPerMin = max(run.callsPerMin, float64(in.r.Stats().StorageCalls-calls0[i])/minutes)
+	}
+	run.utilisation = held / total
+	return run
+}
+
+// jain returns Jain's fairness index of xs: 1 when all are equal, 1/n when
+// one has everything.
+func jain(xs []float64) float64 {
+	var sum, sq float64
+	for _, x := range xs {
+		sum += x
+		sq += x * x
+	}
+	if sq == 0 {
+		return 1
+	}
+	return sum * sum / (float64(len(xs)) * sq)
+}
+
+// TestSharedRotation runs instances that all want every partition, in
+// counts that do not divide the partitions evenly. With more instances than
+// partitions (128 over 20) most would hold nothing forever without
+// rotation; with a remainder (64 over 100: 36 hold two, 28 one) the same
+// instances would always hold more. Rotation evens out each instance's
+// partition-seconds over the windows of the goals, at little cost in
+// utilisation and storage calls.
+func TestSharedRotation(t *testing.T) {
+	for _, c := range []struct {
+		instances   int
+		partitions  uint32
+		window      time.Duration
+		windows     int
+		utilisation float64
+		jain        float64
+	}{
+		{128, 20, time.Minute, 2, 0.97, 0.95},
+		{64, 20, time.Minute, 1, 0.97, 0.95},
+		{64, 100, 10 * time.Second, 3, 0.99, 0.99},
+		{16, 20, 10 * time.Second, 3, 0.99, 0.99},
+		{128, 500, 10 * time.Second, 2, 0.99, 0.99},
+	} {
+		t.Run(fmt.Sprintf("N=%d,P=%d", c.instances, c.partitions), func(t *testing.T) {
+			run := measureRotation(t, c.instances, c.partitions, c.window, c.windows)
+			t.Logf("utilisation %.4f, Jain over %v windows %.4f, at most %.0f storage calls per instance per minute", run.utilisation, c.window, run.jain, run.callsPerMin)
+			if run.utilisation < c.utilisation {
+				t.Errorf("utilisation %.4f, want at least %.2f", run.utilisation, c.utilisation)
+			}
+			for i, j := range run.jain {
+				if j < c.jain {
+					t.Errorf("window %d: Jain %.4f, want at least %.2f", i, j, c.jain)
+				}
+			}
+			if run.callsPerMin > 120 {
+				t.Errorf("%.0f storage calls per instance per minute, want at most 120", run.callsPerMin)
+			}
+		})
+	}
+}
+
+// TestSharedRotationOff: with rotation off, the extra partitions stay with
+// the same instances.
+func TestSharedRotationOff(t *testing.T) {
+	s := newSim(t, simConfig{instances: 3, shared: 20})
+	for _, in := range s.inst {
+		in.r.rotation = 0
+	}
+	for i := range s.inst {
+		s.giveMe(i, 20)
+	}
+	s.runFor(5*time.Second, nil)
+	first := s.heldAll()
+	for range 5 {
+		s.runFor(DefaultRotation, nil)
+		if got := s.heldAll(); fmt.Sprint(got) != fmt.Sprint(first) {
+			t.Fatalf("holdings moved from %v to %v with rotation off", first, got)
+		}
+	}
+}
+
+// TestSharedConvergesAtScale starts 128 instances over 500 partitions at
+// the same moment, all wanting everything: within 2 s each holds its fair
+// share, 3 or 4 partitions, give or take one, and every partition is held.
+func TestSharedConvergesAtScale(t *testing.T) {
+	const instances, partitions = 128, 500
+	s := newSim(t, simConfig{instances: instances, shared: partitions})
+	for i := range s.inst {
+		s.giveMe(i, partitions)
+	}
+	converged := func() bool {
+		total := 0
+		for _, n := range s.heldAll() {
+			if n < partitions/instances-1 || n > partitions/instances+2 {
+				return false
+			}
+			total += n
+		}
+		return total == partitions
+	}
+	start := s.clock.Now()
+	for !converged() {
+		if s.clock.Now().Sub(start) > 10*time.Second {
+			t.Fatalf("not converged after 10 s: %v", s.heldAll())
+		}
+		s.runFor(10*time.Millisecond, nil)
+	}
+	took := s.clock.Now().Sub(start)
+	t.Logf("128 instances over 500 partitions converged in %v", took)
+	if took > 2*time.Second {
+		t.Fatalf("converged in %v, want within 2 s", took)
+	}
+}
