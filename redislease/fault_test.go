@@ -149,8 +149,14 @@ func TestReplicaAcks(t *testing.T) {
 	})
 	client := fastClient(primary.addr())
 	defer client.Close()
+	// The replica reports its link up before the primary counts it online;
+	// WAIT only counts replicas the primary has online.
+	eventually(t, 10*time.Second, "the primary's view of its replica", func() bool {
+		info, err := client.Info(context.Background(), "replication").Result()
+		return err == nil && strings.Contains(info, "connected_slaves:1") && strings.Contains(info, "state=online")
+	})
 	ctx := ctxFor(t)
-	m := redislease.New(client, "acks", redislease.WithReplicaAcks(1, 300*time.Millisecond))
+	m := redislease.New(client, "acks", redislease.WithReplicaAcks(1, time.Second))
 	mustNil(t, m.Provision(ctx, 2, nil))
 	mustNil(t, m.Acquire(ctx, 0, "a", time.Minute))
 	mustNil(t, m.Renew(ctx, 0, "a", time.Minute))
