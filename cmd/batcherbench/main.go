@@ -6,7 +6,15 @@
 //
 // Usage:
 //
-//	go run ./cmd/batcherbench [--quick] [--json] [--scenarios throughput,rate,latency,fair,shared,stall,wipe] [--stores memory,azurite,redis]
+//	go run ./cmd/batcherbench [--quick] [--json] [--scenarios throughput,rate,latency,fair,shared,stall,wipe,scale] [--stores memory,azurite,redis]
+//	go run ./cmd/batcherbench --scenarios scale [--scale-n 4,16,64,128] [--scale-p 20,100,500] [--scale-steady 20s] [--scale-churn 30s] [--stores ...]
+//
+// Every scenario runs by default, except scale without --quick: its whole
+// grid (N instances in one process × P partitions) takes about 13 minutes
+// per store, so it runs when asked for; --scale-n and --scale-p pick a
+// part of the grid, --scale-steady and --scale-churn the length of its
+// phases. Under --quick it runs one small cell, N=16 and P=20 on the memory
+// store, in about ten seconds.
 //
 // The shared-capacity scenarios run against the in-process memory store and,
 // when their environment variables are set, against Azurite
@@ -30,12 +38,16 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
 
 // scenarioNames lists the scenarios in the order they run.
-var scenarioNames = []string{"throughput", "rate", "latency", "fair", "shared", "stall", "wipe"}
+var scenarioNames = []string{"throughput", "rate", "latency", "fair", "shared", "stall", "wipe", "scale"}
+
+// longScenarios are left out of a full run unless named with --scenarios.
+var longScenarios = []string{"scale"}
 
 // storeNames lists the coordination stores of the shared scenarios.
 var storeNames = []string{"memory", "azurite", "redis"}
@@ -47,6 +59,11 @@ type options struct {
 	scenarios []string
 	stores    []string
 	ci        bool
+
+	// The scale scenario's grid and phases when set on the command line;
+	// nil or zero leaves the plan's.
+	scaleNs, scalePs        []int
+	scaleSteady, scaleChurn time.Duration
 }
 
 func main() {
@@ -68,7 +85,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	rep := newReport(opts)
-	b := &bench{opts: opts, plan: planFor(opts.quick), log: stderr, rep: rep}
+	b := &bench{opts: opts, plan: opts.withOverrides(planFor(opts.quick)), log: stderr, rep: rep}
 	for _, name := range opts.scenarios {
 		if ctx.Err() != nil {
 			break
@@ -98,23 +115,90 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.SetOutput(stderr)
 	quick := fs.Bool("quick", false, "run every scenario for seconds only (CI mode); the figures are indicative")
 	asJSON := fs.Bool("json", false, "print JSON instead of a Markdown table")
-	scen := fs.String("scenarios", strings.Join(scenarioNames, ","), "comma-separated scenarios to run: "+strings.Join(scenarioNames, ", "))
+	scen := fs.String("scenarios", "", "comma-separated scenarios to run: "+strings.Join(scenarioNames, ", ")+" (default: all; all but scale without --quick)")
 	stores := fs.String("stores", strings.Join(storeNames, ","), "comma-separated stores for the shared scenarios: "+strings.Join(storeNames, ", "))
+	scaleN := fs.String("scale-n", "", "scale: comma-separated instance counts (default 4,16,64,128; 16 with --quick)")
+	scaleP := fs.String("scale-p", "", "scale: comma-separated partition counts, 1 to 500 (default 20,100,500; 20 with --quick)")
+	scaleSteady := fs.Duration("scale-steady", 0, "scale: measured time after convergence (default 20s, 70s when N > P; 4s and 6s with --quick)")
+	scaleChurn := fs.Duration("scale-churn", 0, "scale: length of the churn phase, a change every 10 s (default 30s; 4s with --quick, a change every 2 s)")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}
 	if fs.NArg() > 0 {
 		return options{}, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	opts := options{quick: *quick, json: *asJSON, ci: os.Getenv("CI") == "true"}
+	opts := options{quick: *quick, json: *asJSON, ci: os.Getenv("CI") == "true", scaleSteady: *scaleSteady, scaleChurn: *scaleChurn}
 	var err error
+	if *scen == "" {
+		*scen = strings.Join(defaultScenarios(opts.quick), ",")
+	}
 	if opts.scenarios, err = pickList(*scen, scenarioNames, "scenario"); err != nil {
 		return options{}, err
 	}
 	if opts.stores, err = pickList(*stores, storeNames, "store"); err != nil {
 		return options{}, err
 	}
+	if opts.scaleNs, err = intList(*scaleN, 1, 1024, "--scale-n"); err != nil {
+		return options{}, err
+	}
+	if opts.scalePs, err = intList(*scaleP, 1, 500, "--scale-p"); err != nil {
+		return options{}, err
+	}
+	if opts.scaleSteady < 0 || opts.scaleChurn < 0 {
+		return options{}, fmt.Errorf("--scale-steady and --scale-churn cannot be negative")
+	}
 	return opts, nil
+}
+
+// defaultScenarios returns the scenarios run when none are named: all of
+// them under --quick, all but the long ones otherwise.
+func defaultScenarios(quick bool) []string {
+	if quick {
+		return scenarioNames
+	}
+	var out []string
+	for _, s := range scenarioNames {
+		if !slices.Contains(longScenarios, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// intList parses a comma-separated list of integers in [lo, hi]; an empty
+// list is nil.
+func intList(list string, lo, hi int, flagName string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(list, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < lo || n > hi {
+			return nil, fmt.Errorf("%s: %q is not a whole number from %d to %d", flagName, f, lo, hi)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// withOverrides returns p with the scale settings given on the command
+// line.
+func (o options) withOverrides(p plan) plan {
+	if o.scaleNs != nil {
+		p.scale.ns = o.scaleNs
+	}
+	if o.scalePs != nil {
+		p.scale.ps = o.scalePs
+	}
+	if o.scaleSteady > 0 {
+		p.scale.steady, p.scale.wideSteady = o.scaleSteady, o.scaleSteady
+	}
+	if o.scaleChurn > 0 {
+		p.scale.churn = o.scaleChurn
+	}
+	return p
 }
 
 // pickList splits a comma-separated list, checks each name against known
@@ -179,5 +263,7 @@ func (b *bench) runScenario(ctx context.Context, name string) {
 		b.stall(ctx)
 	case "wipe":
 		b.wipe(ctx)
+	case "scale":
+		b.scale(ctx)
 	}
 }

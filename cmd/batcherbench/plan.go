@@ -3,8 +3,9 @@ package main
 import "time"
 
 // plan holds the sizes and durations of one run. The full plan keeps the
-// whole run under about six minutes on a 2-core machine; the quick plan,
-// for CI, under about forty seconds, which is too short for steady-state
+// whole run under about six minutes on a 2-core machine, without the scale
+// scenario, which takes about 13 minutes per store; the quick plan, for CI,
+// under about fifty seconds, which is too short for steady-state
 // figures: it proves that every scenario runs, nothing more.
 type plan struct {
 	throughputOps  int // operations per throughput run
@@ -28,6 +29,34 @@ type plan struct {
 
 	fairRun  time.Duration // fair release: wait after the newcomer; high's backlog is half of it
 	fairLong time.Duration // fair release: the weighted shares and the settled rate
+
+	scale scalePlan
+}
+
+// scalePlan holds the grid and the phases of the scale scenario. Jain's
+// index is taken over windows of scaleWindow after convergence when every
+// instance is due a partition or more (N ≤ P), and over sliding windows of
+// wideWindow, one starting every bucket, when fewer partitions than
+// instances make fairness a matter of taking turns (N > P).
+type scalePlan struct {
+	ns, ps        []int         // instance and partition counts of the grid
+	bucket        time.Duration // bookkeeping unit; windows are whole buckets
+	window        time.Duration // Jain window, N ≤ P
+	wideWindow    time.Duration // Jain window, N > P
+	steady        time.Duration // measured after convergence, N ≤ P
+	wideSteady    time.Duration // measured after convergence, N > P
+	churn         time.Duration // the churn phase; zero skips it
+	churnEvery    time.Duration // a quarter of the instances change demand this often
+	convergeLimit time.Duration // longest wait for convergence
+}
+
+// steadyFor returns the steady phase and the Jain window of a cell of n
+// instances and p partitions.
+func (s scalePlan) steadyFor(n, p int) (steady, window time.Duration) {
+	if n > p {
+		return s.wideSteady, s.wideWindow
+	}
+	return s.steady, s.window
 }
 
 // planFor returns the quick plan or the full one.
@@ -41,6 +70,11 @@ func planFor(quick bool) plan {
 			fourRun: 5 * time.Second, fourWindow: time.Second, fourWarmup: 2 * time.Second,
 			handoffHold: 500 * time.Millisecond, waitLimit: 20 * time.Second,
 			fairRun: time.Second, fairLong: 3 * time.Second,
+			scale: scalePlan{
+				ns: []int{16}, ps: []int{20}, bucket: 2 * time.Second, window: 2 * time.Second, wideWindow: 4 * time.Second,
+				steady: 4 * time.Second, wideSteady: 6 * time.Second, churn: 4 * time.Second, churnEvery: 2 * time.Second,
+				convergeLimit: 20 * time.Second,
+			},
 		}
 	}
 	return plan{
@@ -51,6 +85,15 @@ func planFor(quick bool) plan {
 		fourRun: 40 * time.Second, fourWindow: 5 * time.Second, fourWarmup: 5 * time.Second,
 		handoffHold: 3 * time.Second, waitLimit: 45 * time.Second,
 		fairRun: 2 * time.Second, fairLong: 10 * time.Second,
+		// About 13 minutes per store for the whole grid: 9 cells of 20 s
+		// steady and 30 s churn, 3 (N > P) of 70 s and 30 s, plus start,
+		// convergence and stop.
+		scale: scalePlan{
+			ns: []int{4, 16, 64, 128}, ps: []int{20, 100, 500}, bucket: 10 * time.Second,
+			window: 10 * time.Second, wideWindow: 60 * time.Second,
+			steady: 20 * time.Second, wideSteady: 70 * time.Second, churn: 30 * time.Second, churnEvery: 10 * time.Second,
+			convergeLimit: 60 * time.Second,
+		},
 	}
 }
 

@@ -46,7 +46,16 @@ type report struct {
 	LoadAvg  string    `json:"loadavg_at_start,omitempty"`
 	CI       bool      `json:"ci"`
 	Results  []result  `json:"results"`
+	Tables   []table   `json:"tables,omitempty"`
 	finished time.Time
+}
+
+// table is a table of its own after the results, for a scenario that
+// measures more per case than one row can show.
+type table struct {
+	Title  string     `json:"title"`
+	Header []string   `json:"header"`
+	Rows   [][]string `json:"rows"`
 }
 
 func newReport(opts options) *report {
@@ -77,6 +86,13 @@ func loadAvg() string {
 func (r *report) add(rows ...result) {
 	r.mu.Lock()
 	r.Results = append(r.Results, rows...)
+	r.mu.Unlock()
+}
+
+// addTable appends t to the report's tables; it is safe for concurrent use.
+func (r *report) addTable(t table) {
+	r.mu.Lock()
+	r.Tables = append(r.Tables, t)
 	r.mu.Unlock()
 }
 
@@ -113,6 +129,9 @@ func (r *report) write(w io.Writer, asJSON bool) error {
 			cell(row.Scenario), cell(row.Case), cell(row.Store), cell(row.Ours), cell(row.Peer),
 			cell(row.GoBatcher), cell(row.Goal), cell(row.Status))
 	}
+	for _, t := range r.Tables {
+		writeTable(&sb, t)
+	}
 	notes := r.notes()
 	if len(notes) > 0 {
 		sb.WriteString("\nNotes:\n\n")
@@ -122,6 +141,23 @@ func (r *report) write(w io.Writer, asJSON bool) error {
 	}
 	_, err := io.WriteString(w, sb.String())
 	return err
+}
+
+// writeTable writes t in Markdown.
+func writeTable(sb *strings.Builder, t table) {
+	fmt.Fprintf(sb, "\n### %s\n\n", t.Title)
+	cells := func(row []string) {
+		sb.WriteString("|")
+		for _, c := range row {
+			sb.WriteString(" " + cell(c) + " |")
+		}
+		sb.WriteString("\n")
+	}
+	cells(t.Header)
+	sb.WriteString(strings.Repeat("|---", len(t.Header)) + "|\n")
+	for _, row := range t.Rows {
+		cells(row)
+	}
 }
 
 // notes lists the rows' notes, each prefixed with the row it belongs to.

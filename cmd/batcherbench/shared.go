@@ -26,7 +26,7 @@ func (b *bench) sharedCapacity(ctx context.Context) {
 		}
 		st, err := connectStore(ctx, name)
 		if err != nil {
-			b.storeUnavailable(name, err)
+			b.storeUnavailable("shared capacity", name, err)
 			continue
 		}
 		b.logf("shared capacity on %s", name)
@@ -35,11 +35,11 @@ func (b *bench) sharedCapacity(ctx context.Context) {
 	}
 }
 
-// storeUnavailable reports a store that cannot be used: skipped, except
-// under CI=true, where scripts/test starts every store and its absence is
-// an error.
-func (b *bench) storeUnavailable(name string, err error) {
-	row := result{Scenario: "shared capacity", Case: "(all scenarios)", Store: name}
+// storeUnavailable reports a store that cannot be used for scenario:
+// skipped, except under CI=true, where scripts/test starts every store and
+// its absence is an error.
+func (b *bench) storeUnavailable(scenario, name string, err error) {
+	row := result{Scenario: scenario, Case: "(all scenarios)", Store: name}
 	var un unavailableError
 	switch {
 	case errors.As(err, &un) && !b.opts.ci:
@@ -49,7 +49,7 @@ func (b *bench) storeUnavailable(name string, err error) {
 	default:
 		row.Status, row.Note = statusError, err.Error()
 	}
-	b.logf("shared capacity on %s: %s: %s", name, row.Status, row.Note)
+	b.logf("%s on %s: %s: %s", scenario, name, row.Status, row.Note)
 	b.rep.add(row)
 }
 
@@ -100,7 +100,13 @@ type instance struct {
 // startInstance provisions and starts an instance of the shared capacity
 // with its own lease manager.
 func startInstance(ctx context.Context, ns *namespace) (*instance, error) {
-	r := batcher.NewSharedResource(ns.newManager(), sharedCap).WithFactor(sharedFactor)
+	return startInstanceOn(ctx, ns.newManager(), sharedCap)
+}
+
+// startInstanceOn provisions and starts an instance sharing capacity, in
+// partitions of sharedFactor, through mgr.
+func startInstanceOn(ctx context.Context, mgr batcher.LeaseManager, capacity uint32) (*instance, error) {
+	r := batcher.NewSharedResource(mgr, capacity).WithFactor(sharedFactor)
 	in := &instance{SharedResource: r}
 	r.AddListener(func(event string, _ int, msg string, _ interface{}) {
 		if event == batcher.ErrorEvent {

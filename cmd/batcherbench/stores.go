@@ -38,6 +38,9 @@ type store struct {
 type namespace struct {
 	newManager func() batcher.LeaseManager
 	cleanup    func() // deletes what the namespace created in the store
+	// listing measures what one Snapshot of count partitions moves; nil
+	// when the store cannot tell.
+	listing func(ctx context.Context, count int) (listingCost, error)
 }
 
 // unavailableError says that a store is not configured or not reachable.
@@ -64,7 +67,11 @@ func memoryStore() *store {
 		name: "memory",
 		open: func(context.Context) (*namespace, error) {
 			mgr := batcher.NewMemoryLeaseManager()
-			return &namespace{newManager: func() batcher.LeaseManager { return mgr }, cleanup: func() {}}, nil
+			return &namespace{
+				newManager: func() batcher.LeaseManager { return mgr },
+				cleanup:    func() {},
+				listing:    func(ctx context.Context, count int) (listingCost, error) { return memoryListing(ctx, mgr, count) },
+			}, nil
 		},
 		shut: func() {},
 	}
@@ -96,6 +103,7 @@ func azuriteNamespace(serviceURL string) *namespace {
 	var mu sync.Mutex
 	var made []*batcher.AzureLeaseManager
 	return &namespace{
+		listing: func(ctx context.Context, _ int) (listingCost, error) { return azureListing(ctx, serviceURL, name) },
 		newManager: func() batcher.LeaseManager {
 			m := batcher.NewAzureLeaseManager(azuriteAccount, name).WithServiceURL(serviceURL).WithMasterKey(azuriteKey)
 			mu.Lock()
@@ -144,12 +152,15 @@ func redisStore(ctx context.Context) (*store, error) {
 		admin.Close()
 		return nil, unavailableError{fmt.Sprintf("Redis at %s does not answer PING: %v", addr, err)}
 	}
-	var mu sync.Mutex
-	var clients []*redis.Client
 	return &store{
 		name: "redis",
 		open: func(context.Context) (*namespace, error) {
 			prefix := "batcherbench-" + uuid.NewString()
+			// Clients are closed with their namespace, so that a run of
+			// many namespaces of a hundred instances each does not pile up
+			// connections.
+			var mu sync.Mutex
+			var clients []*redis.Client
 			return &namespace{
 				newManager: func() batcher.LeaseManager {
 					c := redis.NewClient(&redis.Options{Addr: addr})
@@ -158,17 +169,20 @@ func redisStore(ctx context.Context) (*store, error) {
 					mu.Unlock()
 					return redislease.New(c, prefix)
 				},
-				cleanup: func() { deleteKeys(admin, prefix) },
+				cleanup: func() {
+					deleteKeys(admin, prefix)
+					mu.Lock()
+					defer mu.Unlock()
+					for _, c := range clients {
+						c.Close()
+					}
+				},
+				listing: func(ctx context.Context, count int) (listingCost, error) {
+					return redisListing(ctx, addr, prefix, count)
+				},
 			}, nil
 		},
-		shut: func() {
-			mu.Lock()
-			defer mu.Unlock()
-			for _, c := range clients {
-				c.Close()
-			}
-			admin.Close()
-		},
+		shut: func() { admin.Close() },
 	}, nil
 }
 
