@@ -265,20 +265,7 @@ func TestFairReleaseFreeOps(t *testing.T) {
 // each step it waits for the callbacks to return and lets the loop take
 // their reports at the same fake time, as it would with a real clock and
 // callbacks that take no time.
-func (h *harness) runSettled(d time.Duration) {
-	end := h.fc.Now().Add(d)
-	h.settle()
-	for {
-		next, ok := h.fc.Next()
-		if !ok || next.After(end) {
-			h.fc.Set(end)
-			h.settle()
-			return
-		}
-		h.fc.Set(next)
-		h.settle()
-	}
-}
+func (h *harness) runSettled(d time.Duration) { h.advance(d, h.settle) }
 
 func (h *harness) settle() {
 	for {

@@ -1,8 +1,10 @@
 package batcher
 
 import (
+	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,6 +23,7 @@ type harness struct {
 	b        *Batcher
 	l        *loop
 	flushEv  Ticker // optional: calls Flush() on every tick
+	stopped  bool   // the loop handled Stop
 	mu       sync.Mutex
 	releases []released
 }
@@ -56,55 +59,52 @@ func newHarness(t *testing.T, configure func(b *Batcher)) *harness {
 	return h
 }
 
-// pump runs the loop body for every event pending now, without blocking.
+// pump handles every signal pending now, without blocking, as run would:
+// the harness shares the loop's select (poll) and handle.
 func (h *harness) pump() {
-	l := h.l
-	for {
-		var flushTick <-chan time.Time
+	for !h.stopped {
 		if h.flushEv != nil {
-			flushTick = h.flushEv.C()
+			select {
+			case <-h.flushEv.C():
+				h.b.Flush()
+			default:
+			}
 		}
-		select {
-		case <-l.b.wake:
-		case <-l.flushT.C():
-			l.flush()
-		case <-l.b.flushReq:
-			l.flush()
-		case <-flushTick:
-			h.b.Flush()
-		case <-l.capT.C():
-			l.requestCapacity()
-		case <-l.auditT.C():
-			l.audit()
-		case <-l.b.pauseReq:
-			l.applyPauses()
-		case <-l.pauseTimer.C():
-			l.resume()
-		case <-l.timer.C():
-			l.timerAt = time.Time{}
-		default:
+		sig, reply, ok := h.l.poll()
+		if !ok {
 			return
 		}
-		l.step()
+		more := h.l.handle(sig, reply)
 		// The harness stands in for the notifier: listeners see each
 		// event at the fake time it was raised.
 		h.b.evq.deliver(&h.b.listeners)
+		if !more {
+			// It stands in for run and the notifier, which end here.
+			h.stopped = true
+			close(h.b.loopDone)
+			close(h.b.notifierDone)
+			return
+		}
 	}
 }
 
 // run advances the fake clock by d, stopping at every due timer.
-func (h *harness) run(d time.Duration) {
+func (h *harness) run(d time.Duration) { h.advance(d, h.pump) }
+
+// advance moves the fake clock by d, stopping at every due timer, and calls
+// drive at each stop to let the loop react.
+func (h *harness) advance(d time.Duration, drive func()) {
 	end := h.fc.Now().Add(d)
-	h.pump()
+	drive()
 	for {
 		next, ok := h.fc.Next()
 		if !ok || next.After(end) {
 			h.fc.Set(end)
-			h.pump()
+			drive()
 			return
 		}
 		h.fc.Set(next)
-		h.pump()
+		drive()
 	}
 }
 
@@ -386,5 +386,50 @@ func TestStallReleasesNoBurst(t *testing.T) {
 				t.Errorf("after the stall: %d cost in 2 s, %.3f× capacity", after, ratio)
 			}
 		})
+	}
+}
+
+// TestHarnessShutdown drives a Shutdown through the harness, so that the
+// drain and stop signals are handled as run handles them: the batch being
+// formed is closed at once and released within the credit, Shutdown
+// returns nil, and the loop ends with the shutdown event.
+func TestHarnessShutdown(t *testing.T) {
+	var shutdowns atomic.Int32
+	h := newHarness(t, func(b *Batcher) {
+		b.WithRateLimiter(NewProvisionedResource(1000))
+		b.AddListener(func(event string, val int, msg string, md interface{}) {
+			if event == ShutdownEvent {
+				shutdowns.Add(1)
+			}
+		})
+	})
+	w := NewWatcher(noop).WithMaxBatchSize(100)
+	h.enqueue(w, 150, 1, true) // 100 go at once on the first interval's credit
+	h.pump()
+	done := make(chan error, 1)
+	go func() { done <- h.b.Shutdown(context.Background()) }()
+	waitUntil(t, func() bool { h.pump(); return h.l.draining }) // no time passes until the drain is asked
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("Shutdown: %v", err)
+			}
+			h.mu.Lock()
+			last := h.releases[len(h.releases)-1].at
+			h.mu.Unlock()
+			// 50 cost at 1000/s: 50 ms, less the few milliseconds' worth a
+			// drain may run below zero (see affordable).
+			if n := h.releasedOps(); n != 150 || last < 44*time.Millisecond || last >= DefaultFlushInterval {
+				t.Fatalf("%d ops released, the last at %v; want 150, the last once its credit accrued (45–50 ms), before the flush interval", n, last)
+			}
+			if n := shutdowns.Load(); n != 1 {
+				t.Fatalf("%d shutdown events, want 1", n)
+			}
+			return
+		default:
+		}
+		h.run(time.Millisecond)
+		time.Sleep(50 * time.Microsecond) // let the Shutdown goroutine and the callbacks run
 	}
 }
