@@ -88,7 +88,8 @@
 // duration, the longest any lease granted before the loss can count.
 //
 // Faults: a storage error raises an error event and backs the loop off
-// exponentially from maxInterval (with jitter, at most lease/4, so
+// exponentially from maxInterval (with jitter, at most 2 x maxInterval and
+// lease/4, so that a store that comes back is noticed within a second, and
 // renewals still get tries); capacity falls to the reserved capacity plus
 // the leases still valid. A store that lost its partitions (a
 // lease.PartitionMissingError, or missing partitions in a snapshot) is

@@ -223,8 +223,13 @@ func (l *loop) finishPass(wanted int, now time.Time) (time.Time, bool) {
 }
 
 // backoff returns the wait after failures consecutive failed passes:
-// doubling from maxInterval, at most a quarter of the lease so renewals get
-// several tries, with jitter so instances do not retry in step.
+// doubling from maxInterval to at most twice maxInterval (and at most a
+// quarter of the lease, so renewals get several tries), with jitter so
+// instances do not retry in step. The cap is short on purpose: a store that
+// comes back after an outage (restarted, maybe empty) is noticed within
+// about a second, which a recovery needs more than a failing store needs
+// fewer calls (one pass, whose first failing call ends it, per 0.5 to 1 s
+// with the defaults).
 func (r *Resource) backoff(failures int) time.Duration {
 	if failures == 0 {
 		return 0
@@ -233,7 +238,7 @@ func (r *Resource) backoff(failures int) time.Duration {
 	for i := 1; i < failures && d < r.leaseDuration; i++ {
 		d *= 2
 	}
-	d = min(d, max(r.leaseDuration/4, r.maxInterval))
+	d = min(d, max(min(r.leaseDuration/4, 2*r.maxInterval), r.maxInterval))
 	return d/2 + time.Duration(r.random()*float64(d/2))
 }
 

@@ -213,10 +213,11 @@ func TestSharedBacksOffOnErrors(t *testing.T) {
 	s.giveMe(0, 5)
 	s.runFor(time.Minute, nil)
 	st := r.Stats()
-	// Back-off doubles from 500 ms to lease/4 (3.75 s): at most ~20 passes
-	// a minute, each failing on its first call.
-	if st.StorageCalls > 25+1 || st.Errors == 0 {
-		t.Fatalf("%d storage calls and %d errors in a minute of failures, want errors and at most 26 calls",
+	// Back-off doubles from 500 ms to 2 x maxInterval (1 s), with jitter
+	// from half of it: at most ~120 passes a minute and about 80, each
+	// failing on its first call.
+	if st.StorageCalls > 100 || st.Errors == 0 {
+		t.Fatalf("%d storage calls and %d errors in a minute of failures, want errors and at most 100 calls",
 			st.StorageCalls, st.Errors)
 	}
 	s.mgr.SetFailure(nil)
