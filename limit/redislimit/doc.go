@@ -14,6 +14,17 @@
 // with the same integer arithmetic as the memory store, and the same
 // conformance suite (package limittest) runs against both.
 //
+// On a single server (a *redis.Client), AllowN calls under the token
+// bucket, GCRA and fixed window share their round trips: the calls made
+// while Options.MaxInFlight earlier batches wait for the server go together
+// in the next script call, which decides them one after the other, exactly
+// as separate calls in that order would. A batch reads every key with one
+// MGET and the clock with one TIME, and writes one SET per key it changed,
+// so under load a decision costs the server well under the four commands
+// (EVALSHA, TIME, GET, SET) of a call on its own. Each caller still waits at
+// most until its own context ends. On a cluster or a ring every call is
+// sent on its own, since one script may only touch one slot.
+//
 // # Time
 //
 // The script reads the Redis server's clock (TIME). The application

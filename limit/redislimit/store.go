@@ -1,6 +1,7 @@
 package redislimit
 
 import (
+	"cmp"
 	"context"
 	_ "embed"
 	"errors"
@@ -43,6 +44,12 @@ type Options struct {
 	// only; in production the server's clock must decide, or replicas' clock
 	// offsets leak into the limits.
 	Clock limit.Clock
+	// MaxInFlight is how many batches of AllowN calls may wait for a
+	// single server at once (see the package doc). Default 2.
+	MaxInFlight int
+	// MaxBatch caps the AllowN calls one batch carries; 1 sends every call
+	// on its own. Default 256.
+	MaxBatch int
 }
 
 // Store is a limit.Store on Redis: a single server, Sentinel or a cluster
@@ -51,6 +58,7 @@ type Store struct {
 	client redis.Scripter
 	prefix string
 	clock  limit.Clock
+	batch  *batcher // nil on a cluster, a ring, or with MaxBatch 1
 }
 
 // New returns a store on client.
@@ -64,7 +72,18 @@ func New(client redis.Scripter, opts Options) (*Store, error) {
 	if strings.ContainsAny(opts.Prefix, "{}") {
 		return nil, &limit.OptionError{Option: "Prefix", Reason: "must not hold a hash tag"}
 	}
-	return &Store{client: client, prefix: opts.Prefix, clock: opts.Clock}, nil
+	if opts.MaxInFlight < 0 {
+		return nil, &limit.OptionError{Option: "MaxInFlight", Reason: "must not be negative"}
+	}
+	if opts.MaxBatch < 0 {
+		return nil, &limit.OptionError{Option: "MaxBatch", Reason: "must not be negative"}
+	}
+	s := &Store{client: client, prefix: opts.Prefix, clock: opts.Clock}
+	if opts.MaxBatch != 1 && batchable(client) {
+		s.batch = &batcher{s: s, maxInFlight: cmp.Or(opts.MaxInFlight, defaultMaxInFlight),
+			maxBatch: cmp.Or(opts.MaxBatch, defaultMaxBatch)}
+	}
+	return s, nil
 }
 
 // CrossSlotError reports an AllowAll or CountAll on keys that a Redis
@@ -175,14 +194,9 @@ func (s *Store) failure(ctx context.Context, op string, keys []string, err error
 func parse(res string, reqs []limit.Request, out []limit.Decision) ([]limit.Decision, error) {
 	var v [5]int64
 	for _, r := range reqs {
-		for j := range v {
-			var f string
-			f, res, _ = strings.Cut(res, " ")
-			n, err := strconv.ParseInt(f, 10, 64)
-			if err != nil {
-				return out, &limit.StoreError{Op: "parse", Err: fmt.Errorf("redislimit: bad script answer %q", f)}
-			}
-			v[j] = n
+		var err error
+		if res, err = parseInts(res, v[:]); err != nil {
+			return out, err
 		}
 		out = append(out, limit.Decision{
 			Allowed: v[0] == 1, Reason: limit.Reason(v[1]), Limit: r.Policy.Limit, Remaining: v[2],
@@ -193,7 +207,24 @@ func parse(res string, reqs []limit.Request, out []limit.Decision) ([]limit.Deci
 	return out, nil
 }
 
+// parseInts reads len(v) integers separated by spaces from the front of
+// res into v and returns the rest of res.
+func parseInts(res string, v []int64) (string, error) {
+	for j := range v {
+		var f string
+		f, res, _ = strings.Cut(res, " ")
+		n, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return res, &limit.StoreError{Op: "parse", Err: fmt.Errorf("redislimit: bad script answer %q", f)}
+		}
+		v[j] = n
+	}
+	return res, nil
+}
+
 // AllowN spends cost on key under p if the key has it, in one round trip.
+// On a single server, the calls of the token bucket, GCRA and fixed window
+// made while others wait for the server share that round trip.
 func (s *Store) AllowN(ctx context.Context, key string, p limit.Policy, cost int64) (limit.Decision, error) {
 	var buf [1]limit.Decision
 	reqs := [1]limit.Request{{Key: key, Policy: p, Cost: cost}}
@@ -252,6 +283,9 @@ func (s *Store) allowFast(ctx context.Context, r limit.Request) (limit.Decision,
 	u, err := units(r.Policy)
 	if err != nil {
 		return limit.Decision{}, err
+	}
+	if s.batch != nil {
+		return s.allowBatched(ctx, r, u)
 	}
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
