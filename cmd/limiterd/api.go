@@ -190,8 +190,11 @@ func (a *allowServer) Allow(ctx context.Context, in *ratelimiterv1.AllowRequest)
 }
 
 // envoyGRPC serves Envoy's RateLimitService, applying the failure policy:
-// with fail_open a store failure answers OK; otherwise Unavailable, and
-// Envoy's own failure_mode_deny decides.
+// with fail_open a store failure answers OK; with local_fallback the
+// counters are kept in memory at the limits divided by the replicas until
+// the store answers again (see envoyFallback); with fail_closed, and when
+// even the fallback fails, Unavailable, and Envoy's own failure_mode_deny
+// decides.
 type envoyGRPC struct {
 	rlsv3.UnimplementedRateLimitServiceServer
 	s *server

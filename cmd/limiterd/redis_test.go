@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/google/uuid"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -57,22 +58,30 @@ func TestKeyedOnRedis(t *testing.T) {
 }
 
 // TestStoreDown stops the service's own Redis mid-test: /health turns 503,
-// and each failure policy answers as configured.
+// and each failure policy answers as configured, on every API. The Envoy
+// API's local fallback counts in memory at the limit divided by the
+// replicas: 3 an hour over 3 replicas admits 1.
 func TestStoreDown(t *testing.T) {
 	cases := []struct {
-		policy   string
-		rest     int
-		grpcCode codes.Code
-		allowed  bool
+		policy    string
+		rest      int
+		grpcCode  codes.Code
+		allowed   bool
+		envoyCode []codes.Code // two calls on one address
+		envoyOver []bool
 	}{
-		{"fail_open", http.StatusOK, codes.OK, true},
-		{"fail_closed", http.StatusServiceUnavailable, codes.Unavailable, false},
-		{"local_fallback", http.StatusOK, codes.OK, true},
+		{"fail_open", http.StatusOK, codes.OK, true, []codes.Code{codes.OK, codes.OK}, []bool{false, false}},
+		{"fail_closed", http.StatusServiceUnavailable, codes.Unavailable, false,
+			[]codes.Code{codes.Unavailable, codes.Unavailable}, []bool{false, false}},
+		{"local_fallback", http.StatusOK, codes.OK, true, []codes.Code{codes.OK, codes.OK}, []bool{false, true}},
 	}
 	for _, c := range cases {
 		t.Run(c.policy, func(t *testing.T) {
 			srv := redistest.StartServer(t)
-			p := start(t, fmt.Sprintf("store: redis\non_store_failure: %s\nbackends:\n  redis: {addr: %q}\n", c.policy, srv.Addr()))
+			dir := t.TempDir()
+			writeFile(t, dir, "gw.yaml", envoyRules)
+			p := start(t, fmt.Sprintf("store: redis\non_store_failure: %s\nreplicas: 3\nbackends:\n  redis: {addr: %q}\n",
+				c.policy, srv.Addr()), "--rules", dir)
 			if r := p.post("/limit", "", "X-Client-Key", "k"); r.StatusCode != http.StatusOK {
 				t.Fatalf("with Redis up: %d", r.StatusCode)
 			}
@@ -92,6 +101,18 @@ func TestStoreDown(t *testing.T) {
 			resp, err := ratelimiterv1.NewRateLimiterClient(dial(t, p.grpc)).Allow(ctx, &ratelimiterv1.AllowRequest{Key: "k"})
 			if status.Code(err) != c.grpcCode || (err == nil && resp.Allowed != c.allowed) {
 				t.Fatalf("Allow with Redis down: %v %v, want %v allowed=%v", resp, err, c.grpcCode, c.allowed)
+			}
+			envoy := rlsv3.NewRateLimitServiceClient(dial(t, p.grpc))
+			redistest.AwayFromWindowEdge(time.Hour, 10*time.Second)
+			ip := uuid.NewString()
+			for i := range c.envoyCode {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				r, err := envoy.ShouldRateLimit(ctx, envoyReq("remote_address", ip))
+				cancel()
+				over := err == nil && r.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT
+				if status.Code(err) != c.envoyCode[i] || over != c.envoyOver[i] {
+					t.Fatalf("ShouldRateLimit %d with Redis down: %v %v, want %v over=%v", i, r, err, c.envoyCode[i], c.envoyOver[i])
+				}
 			}
 		})
 	}

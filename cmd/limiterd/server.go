@@ -87,7 +87,11 @@ func (s *server) buildEnvoy(rdb redis.UniversalClient) error {
 	if rdb != nil {
 		rs := redisstore.New(rdb, redisstore.Options{})
 		s.closers = append(s.closers, rs.Close)
-		store = rs
+		fs, err := s.envoyFallback(rs)
+		if err != nil {
+			return err
+		}
+		store = fs
 	} else {
 		ms, err := envoyrl.NewMemoryStore(envoyrl.MemoryOptions{Shards: int(s.cfg.Backends.InMemory.ShardsCount)})
 		if err != nil {
@@ -116,6 +120,26 @@ func (s *server) buildEnvoy(rdb redis.UniversalClient) error {
 	s.rules = &ruleWatcher{dir: dir, svc: s.envoy, log: s.log, metrics: s.metrics}
 	_, err := s.rules.load()
 	return err
+}
+
+// envoyFallback wraps the Envoy API's Redis store in the failure policy:
+// after a failure Redis is left alone for a second, the calls failing at
+// once (fail_open, fail_closed) or counting in memory at the limits divided
+// by the configured replicas (local_fallback).
+func (s *server) envoyFallback(primary envoyrl.Store) (envoyrl.Store, error) {
+	var local envoyrl.Store
+	if s.cfg.OnStoreFailure == "local_fallback" {
+		mem, err := envoyrl.NewMemoryStore(envoyrl.MemoryOptions{Shards: int(s.cfg.Backends.InMemory.ShardsCount)})
+		if err != nil {
+			return nil, err
+		}
+		s.closers = append(s.closers, mem.Close)
+		local = mem
+	}
+	return envoyrl.WithFallback(primary, local, envoyrl.FallbackOptions{
+		Replicas:  s.cfg.Replicas,
+		OnFailure: func(error) { s.metrics.storeErrors.WithLabelValues("envoy").Inc() },
+	})
 }
 
 // metricsAddr is where /metrics is served: the flag when given, else the
