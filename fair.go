@@ -338,17 +338,6 @@ func (c *fairCounters) snapshot() (classes, names map[string]ReleaseCount) {
 	return classes, names
 }
 
-// front returns the ready batch to release next, or nil.
-func (l *loop) front() *pending {
-	if l.fair != nil {
-		return l.fair.front()
-	}
-	if l.head < len(l.ready) {
-		return l.ready[l.head]
-	}
-	return nil
-}
-
 // fairSplit is how many pieces one flush interval's worth of capacity is
 // cut into under fair release while several watchers have batches ready.
 const fairSplit = 16
@@ -361,7 +350,7 @@ const fairSplit = 16
 // over a few seconds, not only in the long run, and that the release is as
 // smooth as with small batches.
 func (l *loop) quantum() uint64 {
-	if l.fair == nil || l.fair.active() < 2 {
+	if l.ready.watchers() < 2 {
 		return 0
 	}
 	return max(satMulU(uint64(l.capacity), uint64(l.cfg.flushInterval))/uint64(nanoPerCost)/fairSplit, 1)

@@ -13,13 +13,10 @@ type loop struct {
 	cfg   config
 	clock Clock
 
-	open     map[IWatcher]*pending // the batch being formed, per watcher
-	last     *pending              // the batch the previous operation joined
-	openList []*pending            // batches opened since the last flush, in order
-	ready    []*pending            // closed batches in release order, from readyHead
-	head     int
-	free     int                     // ready batches of zero cost, which may pass a waiting head
-	fair     *fairQueue              // holds the ready batches instead of ready under fair release
+	open     map[IWatcher]*pending   // the batch being formed, per watcher
+	last     *pending                // the batch the previous operation joined
+	openList []*pending              // batches opened since the last flush, in order
+	ready    readyQueue              // closed batches in release order
 	ratio    costRatio               // actual ÷ estimated cost of the settled operations
 	take     [intakeChunk]*Operation // operations on their way from the hand-over
 	routed   int                     // operations taken into batches, not yet released
@@ -76,9 +73,7 @@ func newLoop(b *Batcher) *loop {
 	if cfg.limiter != nil {
 		l.credit.fill(c.Now(), cfg.limiter.Capacity(), cfg.flushInterval)
 	}
-	if cfg.fair {
-		l.fair = newFairQueue(&b.stats.fair)
-	}
+	l.ready = newReadyQueue(cfg.fair, &b.stats.fair)
 	return l
 }
 
@@ -262,7 +257,7 @@ func (l *loop) intake(all bool) {
 		// Fair release must see every waiting watcher to order them, so
 		// under it nothing is left in the hand-over.
 		hold := (l.blocked && l.routed >= intakeHold) || (!all && took >= intakeHold)
-		if hold && l.fair == nil {
+		if hold && !l.ready.isFair() {
 			// Release first; step pokes the loop for the rest unless the
 			// release left it blocked.
 			l.heldBack = true
@@ -324,16 +319,7 @@ func (l *loop) closeBatch(p *pending) {
 	l.enqueueReady(p)
 }
 
-func (l *loop) enqueueReady(p *pending) {
-	if p.cost == 0 {
-		l.free++
-	}
-	if l.fair != nil {
-		l.fair.push(p)
-		return
-	}
-	l.ready = append(l.ready, p)
-}
+func (l *loop) enqueueReady(p *pending) { l.ready.push(p) }
 
 // closeAll closes every batch being formed, oldest first.
 func (l *loop) closeAll() {
@@ -367,14 +353,14 @@ func (l *loop) release(now time.Time, tick bool) {
 		l.blocked = l.routed > 0
 		return
 	}
-	defer func() { l.blocked = l.head < len(l.ready) || (l.fair != nil && l.fair.len() > 0) }()
+	defer func() { l.blocked = l.ready.len() > 0 }()
 	limited := l.cfg.limiter != nil
 	if limited {
 		l.capacity = l.cfg.limiter.Capacity()
 		l.credit.accrue(now, l.capacity, l.cfg.flushInterval, waited)
 	}
 	l.applySettled()
-	for p := l.front(); p != nil; p = l.front() {
+	for p := l.ready.front(); p != nil; p = l.ready.front() {
 		if l.cfg.maxConcurrent > 0 && l.b.inflight.Load() >= int64(l.cfg.maxConcurrent) {
 			break
 		}
@@ -390,42 +376,15 @@ func (l *loop) release(now time.Time, tick bool) {
 		if n > 0 {
 			l.dispatch(p, n, now)
 		}
-		if len(p.ops) == 0 && l.fair == nil {
-			l.ready[l.head] = nil
-			l.head++
-		}
+		l.ready.done(p)
 	}
-	l.compactReady()
+	l.ready.compact()
 }
 
-// releaseFree lets batches of zero cost pass a head that waits for credit,
-// since they need none, unless their watcher has an earlier batch waiting
-// (a watcher's operations keep their order).
+// releaseFree lets batches of zero cost pass a head that waits for credit
+// (see readyQueue.eachFree).
 func (l *loop) releaseFree(now time.Time) {
-	if l.free == 0 {
-		return
-	}
-	if l.fair != nil {
-		l.fair.heads(func(p *pending) bool {
-			if p.cost != 0 {
-				return false
-			}
-			l.dispatch(p, len(p.ops), now)
-			return true
-		})
-		return
-	}
-	waiting := map[IWatcher]bool{}
-	for _, p := range l.ready[l.head:] {
-		if len(p.ops) == 0 {
-			continue
-		}
-		if p.cost == 0 && !waiting[p.w] {
-			l.dispatch(p, len(p.ops), now)
-			continue
-		}
-		waiting[p.w] = true
-	}
+	l.ready.eachFree(func(p *pending) { l.dispatch(p, len(p.ops), now) })
 }
 
 // affordable spends credit on the head batch and returns how many of its
@@ -471,40 +430,10 @@ func (l *loop) affordable(p *pending, tick bool) int {
 	return n
 }
 
-// compactReady drops released entries from the front of the ready queue.
-func (l *loop) compactReady() {
-	if l.head == len(l.ready) {
-		l.ready = l.ready[:0]
-		l.head = 0
-		return
-	}
-	if l.head > 1024 && l.head > len(l.ready)/2 {
-		n := copy(l.ready, l.ready[l.head:])
-		clear(l.ready[n:])
-		l.ready = l.ready[:n]
-		l.head = 0
-	}
-}
-
 // dispatch releases the first n operations of p as one batch.
 func (l *loop) dispatch(p *pending, n int, now time.Time) {
-	ops := p.ops[:n:n]
-	cost := p.cost
-	if n < len(p.ops) {
-		cost = 0
-		for _, op := range ops {
-			cost += uint64(op.Cost())
-		}
-	}
-	if p.cost == 0 {
-		l.free--
-	}
-	p.ops = p.ops[n:]
-	p.cost -= cost
+	ops, cost := l.ready.take(p, n)
 	l.routed -= n
-	if l.fair != nil {
-		l.fair.released(p, n, cost)
-	}
 	thaw(ops)
 	for _, op := range ops {
 		op.MakeAttempt()
