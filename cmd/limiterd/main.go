@@ -29,12 +29,25 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
 )
 
+// gcPercent is the garbage collector's target when GOGC is not set. A
+// decision allocates a few hundred bytes that die at once, so letting the
+// heap grow to 5x the live heap before a collection, instead of 2x, cuts
+// the collector's share of the CPU. The live heap is a few megabytes on
+// Redis; a memory store adds about 50 B per key (a million keys: up to
+// 250 MB of heap instead of 100 MB). GOGC in the environment overrides it
+// (GOGC=100 is Go's default).
+const gcPercent = 400
+
 func main() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(gcPercent)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stderr)
 	stop()
