@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
@@ -20,8 +21,9 @@ import (
 // an instance and its store: the demand records of every instance and the
 // state of every partition, so it grows with both.
 type listingCost struct {
-	sent, received int64  // bytes; sent is 0 when not measured
-	how            string // how the figures were obtained
+	sent, received int64         // bytes; sent is 0 when not measured
+	how            string        // how the figures were obtained
+	took           time.Duration // how long the measured listing took
 }
 
 // memoryListing estimates a listing of the in-process store from what it

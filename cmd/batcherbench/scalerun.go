@@ -96,8 +96,12 @@ func (b *bench) scaleCell(ctx context.Context, st *store, n, p int) (scaleOutcom
 	out := scaleOutcome{store: st.name, n: n, p: p}
 	out.converged = r.converge(ctx, pl.convergeLimit)
 	if ns.listing != nil {
-		lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		// A store overloaded by the instances' own listings may answer
+		// slowly; the bytes are what is measured here, so wait long.
+		lctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		began := time.Now()
 		out.listing, out.listingErr = ns.listing(lctx, p)
+		out.listing.took = time.Since(began)
 		cancel()
 	}
 	var steadyFor time.Duration
@@ -299,9 +303,9 @@ func fmtListing(o scaleOutcome) string {
 	case o.listing.how == "":
 		return "–"
 	case o.listing.sent > 0:
-		return fmt.Sprintf("%s read, %s sent (%s)", fmtBytes(o.listing.received), fmtBytes(o.listing.sent), o.listing.how)
+		return fmt.Sprintf("%s read, %s sent, in %s (%s)", fmtBytes(o.listing.received), fmtBytes(o.listing.sent), fmtDur(o.listing.took), o.listing.how)
 	}
-	return fmt.Sprintf("%s (%s)", fmtBytes(o.listing.received), o.listing.how)
+	return fmt.Sprintf("%s in %s (%s)", fmtBytes(o.listing.received), fmtDur(o.listing.took), o.listing.how)
 }
 
 // fmtBytes formats a byte count compactly.
