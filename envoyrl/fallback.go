@@ -115,7 +115,8 @@ func (f *FallbackStore) failed(ctx context.Context, err error) bool {
 	if err == nil || ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 		return false
 	}
-	f.lastErr.Store(&err)
+	failure := err // a copy, so that err does not escape on the path without failure
+	f.lastErr.Store(&failure)
 	f.downUntil.Store(f.o.Now().Add(f.o.Probe).UnixNano())
 	if f.o.OnFailure != nil {
 		f.o.OnFailure(err)

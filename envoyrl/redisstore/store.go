@@ -81,16 +81,24 @@ type Store struct {
 	once    sync.Once
 }
 
-// call is one Add waiting for its batch. The worker owns counts until it
-// closes done.
+// call is one Add waiting for its batch. The worker owns items until it
+// sends on done; a call whose caller left early (its context ended, or the
+// store closed) is never reused, since its batch may still write to it.
 type call struct {
-	keys   []string
-	hits   []uint64
-	ttls   []time.Duration
-	counts []uint64
-	err    error
-	done   chan struct{}
+	items []item
+	err   error
+	done  chan struct{} // buffered: the worker never waits for the caller
 }
+
+// item is one counter of a call.
+type item struct {
+	key   string
+	hits  uint64
+	ttl   time.Duration
+	count uint64
+}
+
+var callPool = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
 
 // New returns a store on client and starts its workers. A *redis.ClusterClient
 // is driven slot by slot.
@@ -129,15 +137,11 @@ func (s *Store) Close() error {
 
 // Add implements envoyrl.Store.
 func (s *Store) Add(ctx context.Context, counters []envoyrl.Counter) error {
-	c := &call{
-		keys:   make([]string, len(counters)),
-		hits:   make([]uint64, len(counters)),
-		ttls:   make([]time.Duration, len(counters)),
-		counts: make([]uint64, len(counters)),
-		done:   make(chan struct{}),
-	}
-	for i, k := range counters {
-		c.keys[i], c.hits[i], c.ttls[i] = k.Key, k.Hits, k.TTL
+	c := callPool.Get().(*call)
+	c.err = nil
+	c.items = c.items[:0]
+	for _, k := range counters {
+		c.items = append(c.items, item{key: k.Key, hits: k.Hits, ttl: k.TTL})
 	}
 	select {
 	case s.calls <- c:
@@ -153,13 +157,15 @@ func (s *Store) Add(ctx context.Context, counters []envoyrl.Counter) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	if c.err != nil {
-		return c.err
+	err := c.err
+	if err == nil {
+		for i := range counters {
+			counters[i].Count = c.items[i].count
+		}
 	}
-	for i := range counters {
-		counters[i].Count = c.counts[i]
-	}
-	return nil
+	clear(c.items) // drop the keys
+	callPool.Put(c)
+	return err
 }
 
 // Get implements envoyrl.Store with one pipeline of GETs.
@@ -198,13 +204,13 @@ func (s *Store) work() {
 		case c := <-s.calls:
 			batch = append(batch[:0], c)
 		}
-		n := len(batch[0].keys)
+		n := len(batch[0].items)
 	drain:
 		for n < s.maxBatch {
 			select {
 			case c := <-s.calls:
 				batch = append(batch, c)
-				n += len(c.keys)
+				n += len(c.items)
 			default:
 				break drain
 			}
@@ -234,15 +240,16 @@ func (s *Store) run(batch []*call) {
 	for _, c := range batch {
 		c.err = err
 		if err == nil {
-			for i, k := range c.keys {
-				at := where[k]
+			for i := range c.items {
+				it := &c.items[i]
+				at := where[it.key]
 				g := &groups[at[0]]
 				before := seen[at] // hits added ahead of this one in the batch
-				c.counts[i] = g.out[at[1]] - g.total[at[1]] + before + c.hits[i]
-				seen[at] = before + c.hits[i]
+				it.count = g.out[at[1]] - g.total[at[1]] + before + it.hits
+				seen[at] = before + it.hits
 			}
 		}
-		close(c.done)
+		c.done <- struct{}{}
 	}
 }
 
@@ -254,10 +261,11 @@ func (s *Store) plan(batch []*call) ([]group, map[string][2]int) {
 	var groups []group
 	var ttls [][]time.Duration
 	for _, c := range batch {
-		for i, k := range c.keys {
+		for _, it := range c.items {
+			k := it.key
 			if at, ok := where[k]; ok {
-				groups[at[0]].total[at[1]] += c.hits[i]
-				ttls[at[0]][at[1]] = max(ttls[at[0]][at[1]], c.ttls[i])
+				groups[at[0]].total[at[1]] += it.hits
+				ttls[at[0]][at[1]] = max(ttls[at[0]][at[1]], it.ttl)
 				continue
 			}
 			var slot uint16
@@ -274,8 +282,8 @@ func (s *Store) plan(batch []*call) ([]group, map[string][2]int) {
 			g := &groups[gi]
 			where[k] = [2]int{gi, len(g.keys)}
 			g.keys = append(g.keys, k)
-			g.total = append(g.total, c.hits[i])
-			ttls[gi] = append(ttls[gi], c.ttls[i])
+			g.total = append(g.total, it.hits)
+			ttls[gi] = append(ttls[gi], it.ttl)
 		}
 	}
 	for gi := range groups {
