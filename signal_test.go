@@ -16,7 +16,7 @@ import (
 // would go untested by every harness test.
 func TestPollMatchesWait(t *testing.T) {
 	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, "loop.go", nil, 0)
+	f, err := parser.ParseFile(fset, "signal.go", nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
