@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"sync"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc/codes"
@@ -77,10 +78,15 @@ func JSONHandler(s *Service) http.Handler {
 			http.Error(w, err.Error(), code)
 			return
 		}
-		out, err := protojson.Marshal(resp)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
+		bp := jsonPool.Get().(*[]byte)
+		defer jsonPool.Put(bp)
+		out, ok := appendResponseJSON((*bp)[:0], resp)
+		*bp = out
+		if !ok {
+			if out, err = protojson.Marshal(resp); err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
 		}
 		w.Header().Set("Content-Type", "application/json")
 		if resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT {
@@ -89,3 +95,6 @@ func JSONHandler(s *Service) http.Handler {
 		_, _ = w.Write(out)
 	})
 }
+
+// jsonPool holds the JSON endpoint's answer buffers.
+var jsonPool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
