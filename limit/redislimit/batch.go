@@ -120,6 +120,9 @@ const batchTimeout = 10 * time.Second
 
 // allowBatched decides r in the next batch and waits for it or for ctx.
 func (s *Store) allowBatched(ctx context.Context, r limit.Request, u policyUnits) (limit.Decision, error) {
+	if err := ctx.Err(); err != nil {
+		return limit.Decision{}, err // not queued: an ended call spends nothing
+	}
 	p := pendingPool.Get().(*pending)
 	p.key = s.Key(r.Key, r.Policy)
 	p.args = [7]int64{u.alg, u.limit, u.n, u.p, u.w, r.Cost, s.now()}

@@ -70,3 +70,23 @@ func TestBatchOptions(t *testing.T) {
 		}
 	}
 }
+
+// TestBatchedEndedContext checks that a call whose context has ended
+// spends nothing.
+func TestBatchedEndedContext(t *testing.T) {
+	c := connect(t, redisAddr())
+	s, err := redislimit.New(c, redislimit.Options{Prefix: testPrefix(t, c)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := limit.GCRA(limit.PerHour(1), 2).Named("ended")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := s.AllowN(ctx, "k", p, 1); err != context.Canceled {
+		t.Fatalf("ended context: %v, want context.Canceled", err)
+	}
+	d, err := s.AllowN(context.Background(), "k", p, 0)
+	if err != nil || d.Remaining != 2 {
+		t.Fatalf("after the ended call: %+v %v, want 2 remaining", d, err)
+	}
+}
