@@ -63,6 +63,21 @@ type Manager interface {
 	PublishDemand(ctx context.Context, owner string, partitions uint32, ttl time.Duration) error
 }
 
+// BatchRenewer is implemented by a Manager that can renew several leases
+// of one owner in one storage transaction. sharing.Resource uses it, when
+// the Manager has it, to renew all the leases due at once in one call, so
+// that an instance's storage calls do not grow with the partitions it
+// holds. Redis and the in-process memory store have it; Azure Blob Storage
+// has no batch lease operation, so there each renewal is a call of its own.
+type BatchRenewer interface {
+	// RenewBatch does what Renew does for each of partitions, in one round
+	// trip. It returns one result per partition, in the same order: nil, a
+	// ConflictError or a PartitionMissingError, as Renew would. err is
+	// non-nil when the call itself failed; then results is nil and no
+	// lease is known to be renewed.
+	RenewBatch(ctx context.Context, partitions []int, owner string, d time.Duration) (results []error, err error)
+}
+
 // PartitionState is the state of one partition in a Snapshot.
 type PartitionState uint8
 

@@ -96,6 +96,24 @@ func (f *FaultManager) Renew(ctx context.Context, partition int, owner string, d
 	return m.Renew(ctx, partition, owner, d)
 }
 
+// RenewBatch passes the call on unless a failure is set: as one call to a
+// manager that is a lease.BatchRenewer, and otherwise as one Renew per
+// partition. It makes a FaultManager a lease.BatchRenewer whatever it wraps.
+func (f *FaultManager) RenewBatch(ctx context.Context, partitions []int, owner string, d time.Duration) ([]error, error) {
+	m, err := f.begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if b, ok := m.(lease.BatchRenewer); ok {
+		return b.RenewBatch(ctx, partitions, owner, d)
+	}
+	results := make([]error, len(partitions))
+	for i, p := range partitions {
+		results[i] = m.Renew(ctx, p, owner, d)
+	}
+	return results, nil
+}
+
 // Release passes the call on unless a failure is set.
 func (f *FaultManager) Release(ctx context.Context, partition int, owner string) error {
 	m, err := f.begin(ctx)

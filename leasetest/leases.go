@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/costwise/batcher/lease"
 )
 
 // acquireConflict: a leased partition cannot be acquired by another owner,
@@ -93,6 +95,39 @@ func (s suite) renewOnlyByOwner(t *testing.T) {
 	s.wantStates(t, m, "LF")
 	wantConflict(t, "Acquire(0, B) after B's failed renew", m.Acquire(ctx, 0, ownerB, d), 0)
 	wantNoError(t, "Renew(0, A) after B's failed renew", m.Renew(ctx, 0, ownerA, d))
+}
+
+// renewBatch: a manager that is a lease.BatchRenewer renews in one call
+// what Renew would, partition by partition: its owner's leases, a conflict
+// for another owner's lease or a partition never leased, a missing-partition
+// error past the provisioned ones; and the renewed leases stay the owner's.
+func (s suite) renewBatch(t *testing.T) {
+	m := s.provisioned(t, 4)
+	b, ok := m.(lease.BatchRenewer)
+	if !ok {
+		t.Skip("leasetest: the manager is not a lease.BatchRenewer")
+	}
+	ctx := s.ctx(t)
+	d := s.opts.LeaseDuration
+	wantNoError(t, "Acquire(0, A)", m.Acquire(ctx, 0, ownerA, d))
+	wantNoError(t, "Acquire(1, B)", m.Acquire(ctx, 1, ownerB, d))
+	wantNoError(t, "Acquire(3, A)", m.Acquire(ctx, 3, ownerA, d))
+	results, err := b.RenewBatch(ctx, []int{0, 1, 2, 3, 7}, ownerA, d)
+	wantNoError(t, "RenewBatch", err)
+	if len(results) != 5 {
+		t.Fatalf("RenewBatch of 5 partitions returned %d results", len(results))
+	}
+	wantNoError(t, "RenewBatch: A's lease on 0", results[0])
+	wantConflict(t, "RenewBatch: B's lease on 1", results[1], 1)
+	wantConflict(t, "RenewBatch: 2, never leased", results[2], 2)
+	wantNoError(t, "RenewBatch: A's lease on 3", results[3])
+	var missing lease.PartitionMissingError
+	if !errors.As(results[4], &missing) || missing.Partition != 7 {
+		t.Fatalf("RenewBatch: partition 7 of 4: %v, want a PartitionMissingError for 7", results[4])
+	}
+	s.wantStates(t, m, "LLFL")
+	wantConflict(t, "Acquire(0, B) after A's batch renewal", m.Acquire(ctx, 0, ownerB, d), 0)
+	wantNoError(t, "Renew(1, B) after A's batch renewal", m.Renew(ctx, 1, ownerB, d))
 }
 
 // releaseOnlyByOwner: another owner cannot release a lease; the lease stays.

@@ -110,6 +110,7 @@ func RunWithOptions(t *testing.T, newManager func(t *testing.T) lease.Manager, o
 		{"AcquireConcurrentOneWinner", false, s.acquireConcurrent},
 		{"AcquireConcurrentDistinct", false, s.acquireDistinct},
 		{"RenewOnlyByOwner", false, s.renewOnlyByOwner},
+		{"RenewBatch", false, s.renewBatch},
 		{"ReleaseOnlyByOwner", false, s.releaseOnlyByOwner},
 		{"ReleaseFreesAtOnce", false, s.releaseFrees},
 		{"Demands", false, s.demands},

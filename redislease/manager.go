@@ -265,6 +265,61 @@ func (m *Manager) Renew(ctx context.Context, partition int, owner string, d time
 	return m.leaseWrite(ctx, "renew", renewScript, partition, owner, d)
 }
 
+// RenewBatch renews owner's leases on partitions, as Renew does for each,
+// in one script call: a lease.BatchRenewer. With WithReplicaAcks, a lease
+// the replicas did not acknowledge in time gets a ReplicationError.
+func (m *Manager) RenewBatch(ctx context.Context, partitions []int, owner string, d time.Duration) ([]error, error) {
+	if len(partitions) == 0 {
+		return nil, nil
+	}
+	keys := make([]string, 0, len(partitions)+1)
+	keys = append(keys, m.partitions)
+	args := make([]interface{}, 0, len(partitions)+2)
+	args = append(args, owner, millis(d))
+	for _, p := range partitions {
+		keys = append(keys, m.leaseKey(p))
+		args = append(args, p)
+	}
+	var runner redis.Scripter = m.client
+	var conn *redis.Conn
+	if m.acks > 0 {
+		// WAIT counts the writes of its own connection (see leaseWriteAcked).
+		node, err := m.primaryFor(ctx, keys[0])
+		if err != nil {
+			return nil, m.fail(ctx, "renew", err)
+		}
+		conn = node.Conn()
+		defer conn.Close()
+		runner = conn
+	}
+	res, err := renewBatchScript.Run(ctx, runner, keys, args...).Int64Slice()
+	if err != nil {
+		return nil, m.fail(ctx, "renew", err)
+	}
+	if len(res) != len(partitions) {
+		return nil, fmt.Errorf("redislease: renew of %d leases got %d results", len(partitions), len(res))
+	}
+	results := make([]error, len(partitions))
+	for i, n := range res {
+		results[i] = leaseResult(int(n), partitions[i])
+	}
+	if conn == nil {
+		return results, nil
+	}
+	acked, err := conn.Wait(ctx, m.acks, m.ackTimeout).Result()
+	if err != nil {
+		return nil, m.fail(ctx, "renew (waiting for replicas)", err)
+	}
+	if int(acked) < m.acks {
+		for i := range results {
+			if results[i] == nil {
+				results[i] = ReplicationError{Partition: partitions[i], Wanted: m.acks, Acked: int(acked)}
+			}
+		}
+	}
+	return results, nil
+}
+
 // Release deletes owner's lease on partition when owner holds it.
 func (m *Manager) Release(ctx context.Context, partition int, owner string) error {
 	keys := []string{m.partitions, m.leaseKey(partition)}

@@ -69,6 +69,24 @@ redis.call('PEXPIRE', KEYS[2], ARGV[3])
 return 1
 `)
 
+// renewBatchScript renews, for owner ARGV[1], each lease KEYS[2..] to
+// ARGV[2] milliseconds from now, the lease of partition ARGV[i+1] for
+// KEYS[i]; it answers one result per lease as renewScript would.
+var renewBatchScript = redis.NewScript(`
+local out = {}
+for i = 2, #KEYS do
+  if redis.call('SISMEMBER', KEYS[1], ARGV[i + 1]) == 0 then
+    out[i - 1] = -1
+  elseif redis.call('GET', KEYS[i]) ~= ARGV[1] then
+    out[i - 1] = 0
+  else
+    redis.call('PEXPIRE', KEYS[i], ARGV[2])
+    out[i - 1] = 1
+  end
+end
+return out
+`)
+
 // releaseScript deletes the lease KEYS[2], only when owner ARGV[2] holds it.
 var releaseScript = redis.NewScript(`
 if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 0 then return -1 end

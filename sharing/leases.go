@@ -141,9 +141,14 @@ func (l *loop) renewDue(ctx context.Context, now time.Time) {
 	if len(due) == 0 {
 		return
 	}
-	results := l.r.each(ctx, due, func(cctx context.Context, p int) error {
-		return l.r.mgr.Renew(cctx, p, l.r.owner, l.r.leaseDuration)
-	})
+	var results []callResult
+	if b, ok := l.r.mgr.(lease.BatchRenewer); ok && len(due) > 1 {
+		results = l.renewBatch(ctx, b, due)
+	} else {
+		results = l.r.each(ctx, due, func(cctx context.Context, p int) error {
+			return l.r.mgr.Renew(cctx, p, l.r.owner, l.r.leaseDuration)
+		})
+	}
 	for _, res := range results {
 		switch {
 		case res.err == nil:
@@ -158,6 +163,34 @@ func (l *loop) renewDue(ctx context.Context, now time.Time) {
 		}
 	}
 	l.publishView()
+}
+
+// renewBatch renews partitions in one call to a lease.BatchRenewer and
+// returns each one's outcome; a failed call is the outcome of every one.
+func (l *loop) renewBatch(ctx context.Context, b lease.BatchRenewer, partitions []int) []callResult {
+	cctx, cancel := context.WithTimeout(ctx, l.r.callTimeout())
+	defer cancel()
+	sent := l.r.clock.Now()
+	var errs []error
+	err := l.r.stats.count(guard(func() error {
+		var err error
+		errs, err = b.RenewBatch(cctx, partitions, l.r.owner, l.r.leaseDuration)
+		if err == nil && len(errs) != len(partitions) {
+			err = fmt.Errorf("batcher: lease manager renewed %d leases and answered %d results", len(partitions), len(errs))
+		}
+		return err
+	}))
+	results := make([]callResult, len(partitions))
+	for i, p := range partitions {
+		results[i] = callResult{partition: p, sent: sent, err: err}
+		if err == nil {
+			results[i].err = errs[i]
+			if isConflict(errs[i]) {
+				l.r.stats.conflicts.Add(1)
+			}
+		}
+	}
+	return results
 }
 
 // acquire tries to lease partitions and adds those won to the table.

@@ -177,11 +177,37 @@ func (m *MemoryLeaseManager) Renew(ctx context.Context, partition int, owner str
 	if err != nil {
 		return err
 	}
+	return p.renew(partition, owner, now.Add(d))
+}
+
+// renew extends p, which is partition, to expires when owner holds it.
+// The caller holds the manager's lock.
+func (p *memoryLease) renew(partition int, owner string, expires time.Time) error {
 	if p.owner != owner {
 		return lease.ConflictError{Partition: partition}
 	}
-	p.expires = now.Add(d)
+	p.expires = expires
 	return nil
+}
+
+// RenewBatch renews owner's leases on partitions, as Renew does for each,
+// under one lock: a lease.BatchRenewer.
+func (m *MemoryLeaseManager) RenewBatch(ctx context.Context, partitions []int, owner string, d time.Duration) ([]error, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.begin(ctx); err != nil {
+		return nil, err
+	}
+	now := m.clock.Now()
+	results := make([]error, len(partitions))
+	for i, partition := range partitions {
+		if p, ok := m.partitions[partition]; ok {
+			results[i] = p.renew(partition, owner, now.Add(d))
+		} else {
+			results[i] = lease.PartitionMissingError{Partition: partition}
+		}
+	}
+	return results, nil
 }
 
 // Release ends owner's lease on partition at once.
