@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/costwise/batcher/lease"
+	"github.com/costwise/batcher/sharing"
 	"go.uber.org/goleak"
 )
 
@@ -267,5 +268,38 @@ func TestScaleRuns(t *testing.T) {
 	v := rep.Results[0].Values
 	if v["samples"] == 0 || v["violations"] != 0 || v["store_doubles"] != 0 {
 		t.Fatalf("samples %v, violations %v, store doubles %v; want samples and no violation", v["samples"], v["violations"], v["store_doubles"])
+	}
+}
+
+// TestLedgerKeepsBatchRenewal checks that the recording wrapper renews in
+// one call where the store can, and records each renewed grant.
+func TestLedgerKeepsBatchRenewal(t *testing.T) {
+	ctx := context.Background()
+	l := newLedger()
+	mem := sharing.NewMemoryLeaseManager()
+	if err := mem.Provision(ctx, 4, nil); err != nil {
+		t.Fatal(err)
+	}
+	m := l.wrap(mem)
+	b, ok := m.(lease.BatchRenewer)
+	if !ok {
+		t.Fatal("the wrapper of a lease.BatchRenewer is not one")
+	}
+	if _, ok := l.wrap(grantingManager{}).(lease.BatchRenewer); ok {
+		t.Fatal("the wrapper of a manager without batch renewal claims it")
+	}
+	short := 50 * time.Millisecond
+	for _, p := range []int{0, 1} {
+		if err := m.Acquire(ctx, p, "a", short); err != nil {
+			t.Fatal(err)
+		}
+	}
+	results, err := b.RenewBatch(ctx, []int{0, 1, 2}, "a", time.Hour)
+	if err != nil || len(results) != 3 || results[0] != nil || results[1] != nil || results[2] == nil {
+		t.Fatalf("RenewBatch = %v, %v; want 0 and 1 renewed, 2 refused", results, err)
+	}
+	// The renewed grants outlast the short leases they replaced.
+	if granted, _ := l.holdings(time.Now().Add(time.Second)); granted["a"] != 2 {
+		t.Fatalf("a holds %d a second later, want 2", granted["a"])
 	}
 }

@@ -48,7 +48,12 @@ func newLedger() *ledger {
 // wrap returns a lease.Manager that passes every call to inner and records
 // its outcome in l.
 func (l *ledger) wrap(inner lease.Manager) lease.Manager {
-	return &ledgerManager{Manager: inner, l: l}
+	m := &ledgerManager{Manager: inner, l: l}
+	if b, ok := inner.(lease.BatchRenewer); ok {
+		// Keep the store's one-call renewal visible to the instance.
+		return &ledgerBatchManager{ledgerManager: m, batch: b}
+	}
+	return m
 }
 
 // granted records a successful acquire (acquired) or renewal of p by owner
@@ -177,4 +182,26 @@ func (m *ledgerManager) Renew(ctx context.Context, partition int, owner string, 
 func (m *ledgerManager) Release(ctx context.Context, partition int, owner string) error {
 	m.l.released(partition, owner)
 	return m.Manager.Release(ctx, partition, owner)
+}
+
+// ledgerBatchManager is a ledgerManager over a store that renews several
+// leases in one call.
+type ledgerBatchManager struct {
+	*ledgerManager
+	batch lease.BatchRenewer
+}
+
+// RenewBatch passes the call on and records each extended grant.
+func (m *ledgerBatchManager) RenewBatch(ctx context.Context, partitions []int, owner string, d time.Duration) ([]error, error) {
+	sent := time.Now()
+	results, err := m.batch.RenewBatch(ctx, partitions, owner, d)
+	if err != nil || len(results) != len(partitions) {
+		return results, err
+	}
+	for i, p := range partitions {
+		if results[i] == nil {
+			m.l.granted(p, owner, sent, d, false)
+		}
+	}
+	return results, nil
 }
