@@ -248,10 +248,18 @@ func (l *loop) rebalance(ctx context.Context, wanted, count int, now time.Time) 
 	demands[l.r.owner] = uint32(wanted)
 	held := len(l.table)
 	moved := !maps.Equal(demands, l.demands)
+	handover := now.Before(l.handoverUntil)
+	promised := l.share
 	l.demands = demands
 	l.applyShares(count, demands, l.r.epochAt(now))
 	target := min(wanted, l.share)
-	l.releaseAbove(ctx, target, "above fair share")
+	if handover && l.keepTurn {
+		// The losers gave up their turns by the shares of the boundary;
+		// a demand that changed since then moves the turns for the next
+		// epoch, and meanwhile the turn this instance was handed is its own.
+		target = max(target, min(wanted, promised))
+	}
+	l.releaseAbove(ctx, l.keepFloor(wanted), "above fair share")
 	free := l.readPartitions(snap.Partitions)
 	if hold || l.wiped {
 		// After a data loss, partitions nobody re-took may still be
@@ -259,7 +267,6 @@ func (l *loop) rebalance(ctx context.Context, wanted, count int, now time.Time) 
 		free = nil
 	}
 	order := acquireOrder(l.r.owner, free, l.homeLo, l.homeHi)
-	handover := now.Before(l.handoverUntil)
 	if handover {
 		order = placesFirst(order, free, l.gainLo, l.gainHi)
 	}
@@ -274,7 +281,8 @@ func (l *loop) rebalance(ctx context.Context, wanted, count int, now time.Time) 
 	case handover && len(l.table) < target:
 		// The partitions a rotation frees come within milliseconds of
 		// the boundary; look again soon rather than at the quick pace.
-		l.listAt = now.Add(l.r.maxInterval / 10)
+		l.listAt = now.Add(l.handoverWait)
+		l.handoverWait = min(2*l.handoverWait, l.r.maxInterval/5)
 	case len(l.table) < target || (len(l.table) != held && !handover) || moved:
 		// A gain that completes a rotation's hand-over is expected by
 		// every instance, and needs no second look.

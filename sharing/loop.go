@@ -40,6 +40,8 @@ type loop struct {
 	gainLo        int            // places [gainLo, gainHi) among the partitions
 	gainHi        int            // freed by the last rotation, while handing over
 	handoverUntil time.Time      // when the hand-over of a rotation is over
+	handoverWait  time.Duration  // wait before the next look while handing over
+	keepTurn      bool           // turns were recomputed mid-epoch: a turn held runs to the boundary
 }
 
 // newLoop returns the loop state of r, holding nothing.
@@ -96,7 +98,7 @@ func (l *loop) pass(ctx context.Context) (time.Time, bool) {
 	wanted := l.noteWanted(l.r.wantedFor(l.r.target.Load(), count), now)
 	l.rotate(wanted, count, now)
 	// A fall in demand gives partitions back before anything else.
-	l.releaseAbove(ctx, min(wanted, l.share), "above target")
+	l.releaseAbove(ctx, l.keepFloor(wanted), "above target")
 	listing := wanted > 0 && !now.Before(l.listAt)
 	l.publishDemand(ctx, uint32(wanted), now, listing)
 	if wanted > 0 {
@@ -149,10 +151,41 @@ func (l *loop) damp(raw int, now time.Time) int {
 // applyShares computes every owner's fair share of count partitions from
 // demands at epoch, and this instance's share and home range.
 func (l *loop) applyShares(count int, demands map[string]uint32, epoch uint64) {
+	computed := l.shares != nil
 	l.shares, l.rotating = fairShares(count, demands, epoch)
+	l.keepTurn = computed && l.rotating && epoch == l.epoch && takingTurns(l.shares)
 	l.epoch = epoch
 	l.share = l.shares[l.r.owner]
 	l.homeLo, l.homeHi = homeRange(l.r.owner, l.shares)
+}
+
+// keepFloor returns how many partitions this instance keeps when it wants
+// wanted: its share, or, when the instances take turns (every share is a
+// single partition) and a demand changed since the epoch began, the one
+// partition it holds. Any change in who asks moves every turn (see
+// fairShares); the instances see the change at their next listing, spread
+// over a second or so, and the holders that gave their turn up at once would
+// leave it idle until its new holder listed. Kept to the epoch's end, a
+// turn moves on at the boundary with the others, where every instance
+// hands over at the same moment; meanwhile the instances whose turn it now
+// is take what is free, such as the partition of one that stopped asking.
+func (l *loop) keepFloor(wanted int) int {
+	floor := min(wanted, l.share)
+	if l.keepTurn {
+		floor = max(floor, min(wanted, len(l.table), 1))
+	}
+	return floor
+}
+
+// takingTurns reports whether every share is at most one partition, so
+// that the instances take turns at every partition.
+func takingTurns(shares map[string]int) bool {
+	for _, n := range shares {
+		if n > 1 {
+			return false
+		}
+	}
+	return true
 }
 
 // rotate moves the shares on to the epoch of now when the last shares had
@@ -162,7 +195,8 @@ func (l *loop) applyShares(count int, demands map[string]uint32, epoch uint64) {
 // call. An instance that loses a partition gives it up in this pass; one
 // that gains lists a moment later, once the losers have released, and takes
 // its own places among the freed partitions (see gainRange), trying again
-// every maxInterval/10 for one maxInterval if they are not free yet.
+// after waits that double from maxInterval/50, for one maxInterval, if they
+// are not free yet.
 func (l *loop) rotate(wanted, count int, now time.Time) {
 	if !l.rotating || l.demands == nil || wanted == 0 || l.r.rotation <= 0 {
 		return
@@ -177,7 +211,12 @@ func (l *loop) rotate(wanted, count int, now time.Time) {
 	if lo, hi := gainRange(l.r.owner, before, l.shares); hi > lo && wanted > len(l.table) {
 		l.gainLo, l.gainHi = lo, hi
 		l.handoverUntil = now.Add(l.r.maxInterval)
-		l.listAt = now.Add(l.r.maxInterval / 20)
+		// The losers release in their pass at the boundary: look a moment
+		// later, then again after waits that double (see rebalance), so a
+		// loser that is a little late costs little idle time and one that
+		// is stalled costs few calls.
+		l.handoverWait = l.r.maxInterval / 50
+		l.listAt = now.Add(l.r.maxInterval / 100)
 	}
 }
 

@@ -2,6 +2,8 @@ package sharing
 
 import (
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 )
@@ -221,5 +223,67 @@ func TestSharedConvergesAtScale(t *testing.T) {
 	t.Logf("128 instances over 500 partitions converged in %v", took)
 	if took > 2*time.Second {
 		t.Fatalf("converged in %v, want within 2 s", took)
+	}
+}
+
+// measureChurn runs instances that all want every partition, lets them
+// settle, then every 10 s for rounds rounds sets a random quarter of them to
+// a new demand (none, one partition or all, other than the current one),
+// and returns the partition-seconds lost: partitions idle while some
+// instance wanted more than it held (at most that shortfall), as a share of
+// all the partition-seconds there were.
+func measureChurn(t *testing.T, instances int, partitions uint32, rounds int) float64 {
+	t.Helper()
+	s := newSim(t, simConfig{instances: instances, shared: partitions})
+	demand := make([]uint32, instances)
+	for i := range s.inst {
+		demand[i] = partitions
+		s.giveMe(i, partitions)
+	}
+	s.runFor(10*time.Second, nil)
+	rng := rand.New(rand.NewPCG(7, 7))
+	const step = 10 * time.Millisecond
+	var lost, total float64
+	for range rounds {
+		for _, i := range rng.Perm(instances)[:instances/4] {
+			choices := []uint32{0, 1, partitions}
+			choices = slices.DeleteFunc(choices, func(d uint32) bool { return d == demand[i] })
+			demand[i] = choices[rng.IntN(len(choices))]
+			s.giveMe(i, demand[i])
+		}
+		for elapsed := time.Duration(0); elapsed < 10*time.Second; elapsed += step {
+			s.runFor(step, nil)
+			held, unmet := 0, 0
+			for i, n := range s.heldAll() {
+				held += n
+				unmet += max(int(demand[i])-n, 0)
+			}
+			lost += float64(min(max(int(partitions)-held, 0), unmet)) * step.Seconds()
+			total += float64(partitions) * step.Seconds()
+		}
+	}
+	return lost / total
+}
+
+// TestSharedChurnLosesLittle changes a quarter of the demands every 10 s:
+// the partitions that instances give up, or that a changed set of demands
+// moves to others, are taken again quickly, also with more instances than
+// partitions, where any change of who asks moves every turn.
+func TestSharedChurnLosesLittle(t *testing.T) {
+	for _, c := range []struct {
+		instances  int
+		partitions uint32
+	}{
+		{64, 20},
+		{128, 20},
+		{16, 100},
+	} {
+		t.Run(fmt.Sprintf("N=%d,P=%d", c.instances, c.partitions), func(t *testing.T) {
+			lost := measureChurn(t, c.instances, c.partitions, 3)
+			t.Logf("lost %.2f%% of the partition-seconds", 100*lost)
+			if lost > 0.02 {
+				t.Errorf("lost %.2f%% of the partition-seconds under churn, want at most 2%%", 100*lost)
+			}
+		})
 	}
 }
