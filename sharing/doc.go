@@ -71,8 +71,10 @@
 // instance settled on 5 partitions makes about 60 listings, 30 renewals and
 // 12 heartbeats a minute (about 102 transactions, none failing once
 // settled); on a store that renews every lease due in one call (a
-// lease.BatchRenewer: memory and Redis) the renewals are one call per
-// round whatever the partitions held, so about 60 + 6 + 12 = 78.
+// lease.BatchRenewer: memory and Redis) the leases due within the next
+// lease/3 are renewed along with one that is due, so the leases line up and
+// the renewals are one call per round whatever the partitions held: about
+// 60 + 6 + 12 = 78.
 //
 // Validity: a lease counts as capacity from the moment its acquire or renew
 // returned success until the moment that request was sent + the lease

@@ -142,6 +142,11 @@ func (l *loop) renewDue(ctx context.Context, now time.Time) {
 		return
 	}
 	var results []callResult
+	if _, ok := l.r.mgr.(lease.BatchRenewer); ok {
+		// Leases that fall due soon go along, so the leases held line up
+		// on one call per renewal round however they were acquired.
+		due = l.table.dueForRenewal(now.Add(l.r.leaseDuration / 3))
+	}
 	if b, ok := l.r.mgr.(lease.BatchRenewer); ok && len(due) > 1 {
 		results = l.renewBatch(ctx, b, due)
 	} else {

@@ -326,3 +326,45 @@ func TestSharedCapacityNeverExceedsShared(t *testing.T) {
 		r.Stop()
 	}
 }
+
+// renewCounter counts the renewal calls that reach a memory store.
+type renewCounter struct {
+	*MemoryLeaseManager
+	renewals int
+}
+
+func (c *renewCounter) Renew(ctx context.Context, p int, owner string, d time.Duration) error {
+	c.renewals++
+	return c.MemoryLeaseManager.Renew(ctx, p, owner, d)
+}
+
+func (c *renewCounter) RenewBatch(ctx context.Context, ps []int, owner string, d time.Duration) ([]error, error) {
+	c.renewals++
+	return c.MemoryLeaseManager.RenewBatch(ctx, ps, owner, d)
+}
+
+// TestSharedRenewalsLineUp acquires leases at three different moments; on
+// a store that renews in one call, the leases line up on one renewal call
+// per round instead of one per group.
+func TestSharedRenewalsLineUp(t *testing.T) {
+	s := newSim(t, simConfig{instances: 1, shared: 10})
+	counter := &renewCounter{MemoryLeaseManager: s.mem}
+	s.mgr.Swap(counter)
+	for _, want := range []uint32{2, 5, 8} {
+		s.giveMe(0, want)
+		s.runFor(4*time.Second, nil)
+	}
+	if got := s.held(0); got != 8 {
+		t.Fatalf("holds %d partitions, want 8", got)
+	}
+	counter.renewals = 0
+	s.runFor(time.Minute, nil)
+	// A 15-s lease is renewed every 10 s: 6 rounds a minute, and one more
+	// while the groups line up.
+	if counter.renewals > 7 {
+		t.Fatalf("%d renewal calls in a minute for leases acquired at three moments, want at most 7", counter.renewals)
+	}
+	if got := s.held(0); got != 8 {
+		t.Fatalf("holds %d partitions after the minute, want 8", got)
+	}
+}
