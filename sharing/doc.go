@@ -108,4 +108,9 @@
 // Stop releases every lease (it stops counting them first), withdraws the
 // demand and waits for the loop, so other instances can take the partitions
 // at once.
+//
+// Sizing: SIZING.md, beside this file, tells an operator how to choose the
+// factor, the number of partitions and the lease duration for a capacity, a
+// replica count and a store, with the measured calls, convergence and loss
+// of 4 to 128 instances over 20 to 500 partitions.
 package sharing
