@@ -233,9 +233,11 @@ func (l *loop) acquire(ctx context.Context, partitions []int) {
 // back what is above it and acquires free partitions up to it.
 func (l *loop) rebalance(ctx context.Context, wanted, count int, now time.Time) {
 	cctx, cancel := context.WithTimeout(ctx, l.r.callTimeout())
+	listed := l.r.clock.Now()
 	snap, err := l.r.mgr.Snapshot(cctx, count)
 	cancel()
 	l.lastList = now
+	defer l.paceListings(listed)
 	if l.r.stats.count(err) != nil {
 		if isMissing(err) {
 			l.noteLoss()
@@ -299,6 +301,22 @@ func (l *loop) rebalance(ctx context.Context, wanted, count int, now time.Time) 
 		l.handoverUntil = time.Time{}
 	}
 }
+
+// paceListings keeps the next listing at least listingSpacing times the
+// last one's duration after it: a store that answers listings slowly, as an
+// overloaded one does, gets fewer of them from every instance until it
+// recovers, instead of the timeouts and retries that would overload it more.
+// A listing of a few milliseconds leaves the pace as it was.
+func (l *loop) paceListings(started time.Time) {
+	took := l.r.clock.Now().Sub(started)
+	if soonest := l.r.clock.Now().Add(listingSpacing * took); l.listAt.Before(soonest) {
+		l.listAt = soonest
+	}
+}
+
+// listingSpacing is how many times a listing's duration the next one waits
+// at least.
+const listingSpacing = 4
 
 // readPartitions returns the free partitions of a snapshot. A partition
 // the table holds but the snapshot shows free or missing is no longer this

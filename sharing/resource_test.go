@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/costwise/batcher/internal/clock"
 	"github.com/costwise/batcher/lease"
 
 	"github.com/google/uuid"
@@ -366,5 +367,46 @@ func TestSharedRenewalsLineUp(t *testing.T) {
 	}
 	if got := s.held(0); got != 8 {
 		t.Fatalf("holds %d partitions after the minute, want 8", got)
+	}
+}
+
+// slowLister is a memory store whose listings take a while on the fake
+// clock, as an overloaded store's do.
+type slowLister struct {
+	*MemoryLeaseManager
+	clock    *clock.Fake
+	took     time.Duration
+	listings int
+}
+
+func (s *slowLister) Snapshot(ctx context.Context, count int) (lease.Snapshot, error) {
+	s.listings++
+	s.clock.Advance(s.took)
+	return s.MemoryLeaseManager.Snapshot(ctx, count)
+}
+
+// TestSharedListsLessWhenListingsAreSlow: listings that take 1 s each come
+// at least 4 s apart, so an overloaded store gets fewer; fast listings keep
+// the usual pace.
+func TestSharedListsLessWhenListingsAreSlow(t *testing.T) {
+	for _, c := range []struct {
+		took     time.Duration
+		min, max int
+	}{
+		{time.Second, 2, 12},       // two instances, 30 s / (1 s + 4 s) each at most
+		{time.Millisecond, 40, 90}, // every 0.75 to 1.25 s each when settled
+	} {
+		s := newSim(t, simConfig{instances: 2, shared: 10})
+		slow := &slowLister{MemoryLeaseManager: s.mem, clock: s.clock}
+		s.mgr.Swap(slow)
+		s.giveMe(0, 10)
+		s.giveMe(1, 10)
+		s.runFor(5*time.Second, nil)
+		slow.took = c.took
+		slow.listings = 0
+		s.runFor(30*time.Second, nil)
+		if slow.listings < c.min || slow.listings > c.max {
+			t.Errorf("listings of %v: %d by two instances in 30 s, want %d to %d", c.took, slow.listings, c.min, c.max)
+		}
 	}
 }
