@@ -59,13 +59,16 @@ func JSONHandler(s *Service) http.Handler {
 			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 			return
 		}
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxJSONBody))
+		bp := jsonPool.Get().(*[]byte)
+		defer putJSONBuffer(bp)
+		body, err := readBody(http.MaxBytesReader(w, r.Body, maxJSONBody), (*bp)[:0], r.ContentLength)
+		*bp = body
 		if err != nil {
 			http.Error(w, "reading body: "+err.Error(), http.StatusBadRequest)
 			return
 		}
 		var req rlsv3.RateLimitRequest
-		if err := protojson.Unmarshal(body, &req); err != nil {
+		if err := decodeRequestJSON(body, &req); err != nil {
 			http.Error(w, "body is not a RateLimitRequest: "+err.Error(), http.StatusBadRequest)
 			return
 		}
@@ -78,8 +81,8 @@ func JSONHandler(s *Service) http.Handler {
 			http.Error(w, err.Error(), code)
 			return
 		}
-		bp := jsonPool.Get().(*[]byte)
-		defer jsonPool.Put(bp)
+		// The request holds copies of its strings: the body's buffer is
+		// free for the answer.
 		out, ok := appendResponseJSON((*bp)[:0], resp)
 		*bp = out
 		if !ok {
@@ -88,7 +91,7 @@ func JSONHandler(s *Service) http.Handler {
 				return
 			}
 		}
-		w.Header().Set("Content-Type", "application/json")
+		w.Header()["Content-Type"] = jsonContentType
 		if resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT {
 			w.WriteHeader(http.StatusTooManyRequests)
 		}
@@ -96,5 +99,38 @@ func JSONHandler(s *Service) http.Handler {
 	})
 }
 
-// jsonPool holds the JSON endpoint's answer buffers.
+// jsonPool holds the JSON endpoint's buffers, for a body and then its
+// answer.
 var jsonPool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+// putJSONBuffer returns a buffer to jsonPool unless a large body grew it.
+func putJSONBuffer(bp *[]byte) {
+	if cap(*bp) <= 64<<10 {
+		jsonPool.Put(bp)
+	}
+}
+
+// jsonContentType is the answers' Content-Type header, shared so that
+// setting it allocates nothing; nothing writes to it.
+var jsonContentType = []string{"application/json"}
+
+// readBody appends what r holds to b, growing b to size first when size,
+// the request's Content-Length, is known.
+func readBody(r io.Reader, b []byte, size int64) ([]byte, error) {
+	if size > 0 && size <= maxJSONBody && int64(cap(b)) < size+1 {
+		b = make([]byte, 0, size+1) // +1: the read that finds the end
+	}
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
+}

@@ -17,6 +17,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -197,6 +198,7 @@ func (s *Store) Get(ctx context.Context, counters []envoyrl.Counter) error {
 func (s *Store) work() {
 	defer s.wg.Done()
 	var batch []*call
+	w := newWorker(s)
 	for {
 		select {
 		case <-s.stop:
@@ -215,137 +217,215 @@ func (s *Store) work() {
 				break drain
 			}
 		}
-		s.run(batch)
+		w.run(batch)
 		clear(batch)
 	}
 }
 
-// group is the counters of one hash slot in a batch, each key once.
+// worker is one worker's memory, kept from batch to batch so that a batch
+// allocates little: the counters of the batch, each key once, in the order
+// first seen, and their hash slot groups.
+type worker struct {
+	s       *Store
+	index   map[string]int // key -> its place in keys
+	keys    []string
+	total   []uint64        // hits on the key in the whole batch
+	ttl     []time.Duration // the longest expiry asked for the key
+	given   []uint64        // hits on the key handed out so far, in batch order
+	out     []uint64        // the key's value after the batch
+	slots   map[uint16]int  // slot -> its group (cluster only)
+	groups  []group
+	boxed   map[int64]any // expiries already converted to script arguments
+	scratch []int64
+}
+
+// group is the counters of one hash slot in a batch: indexes into the
+// worker's keys, and the script's keys and arguments for them.
 type group struct {
-	keys  []string
-	args  []any // hits, then TTLs in milliseconds
-	total []uint64
-	out   []uint64
+	at   []int
+	keys []string
+	args []any // hits, then expiries in milliseconds
+}
+
+func newWorker(s *Store) *worker {
+	return &worker{s: s, index: map[string]int{}, slots: map[uint16]int{}, boxed: map[int64]any{}}
+}
+
+// reset forgets the last batch, keeping the memory.
+func (w *worker) reset() {
+	clear(w.index)
+	clear(w.keys) // drop the strings
+	w.keys, w.total, w.ttl, w.given, w.out = w.keys[:0], w.total[:0], w.ttl[:0], w.given[:0], w.out[:0]
+	clear(w.slots)
+	for i := range w.groups {
+		g := &w.groups[i]
+		clear(g.keys)
+		clear(g.args)
+		g.at, g.keys, g.args = g.at[:0], g.keys[:0], g.args[:0]
+	}
+	w.groups = w.groups[:0]
+	if len(w.boxed) > 256 {
+		clear(w.boxed)
+	}
 }
 
 // run sends one batch and answers its calls.
-func (s *Store) run(batch []*call) {
+func (w *worker) run(batch []*call) {
+	defer w.reset()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	groups, where := s.plan(batch)
-	err := s.exec(ctx, groups)
+	w.plan(batch)
+	err := w.exec(ctx)
 	// Each call's counter sees the value its own addition left, as if the
 	// batch's additions had been made one after another in batch order.
-	seen := make(map[[2]int]uint64, len(where))
 	for _, c := range batch {
 		c.err = err
 		if err == nil {
 			for i := range c.items {
 				it := &c.items[i]
-				at := where[it.key]
-				g := &groups[at[0]]
-				before := seen[at] // hits added ahead of this one in the batch
-				it.count = g.out[at[1]] - g.total[at[1]] + before + it.hits
-				seen[at] = before + it.hits
+				k := w.index[it.key]
+				w.given[k] += it.hits
+				it.count = w.out[k] - w.total[k] + w.given[k]
 			}
 		}
 		c.done <- struct{}{}
 	}
 }
 
-// plan groups a batch's counters by slot, summing the hits per key; where
-// maps a key to its group and index.
-func (s *Store) plan(batch []*call) ([]group, map[string][2]int) {
-	where := map[string][2]int{}
-	slots := map[uint16]int{}
-	var groups []group
-	var ttls [][]time.Duration
+// plan lists a batch's counters, each key once with its hits summed, and
+// groups them by slot with their script arguments.
+func (w *worker) plan(batch []*call) {
 	for _, c := range batch {
 		for _, it := range c.items {
-			k := it.key
-			if at, ok := where[k]; ok {
-				groups[at[0]].total[at[1]] += it.hits
-				ttls[at[0]][at[1]] = max(ttls[at[0]][at[1]], it.ttl)
+			if k, ok := w.index[it.key]; ok {
+				w.total[k] += it.hits
+				w.ttl[k] = max(w.ttl[k], it.ttl)
 				continue
 			}
-			var slot uint16
-			if s.cluster {
-				slot = Slot(k)
-			}
-			gi, ok := slots[slot]
-			if !ok {
-				gi = len(groups)
-				slots[slot] = gi
-				groups = append(groups, group{})
-				ttls = append(ttls, nil)
-			}
-			g := &groups[gi]
-			where[k] = [2]int{gi, len(g.keys)}
-			g.keys = append(g.keys, k)
-			g.total = append(g.total, it.hits)
-			ttls[gi] = append(ttls[gi], it.ttl)
+			w.index[it.key] = len(w.keys)
+			w.keys = append(w.keys, it.key)
+			w.total = append(w.total, it.hits)
+			w.ttl = append(w.ttl, it.ttl)
+			w.given = append(w.given, 0)
+			w.out = append(w.out, 0)
 		}
 	}
-	for gi := range groups {
-		g := &groups[gi]
-		g.args = make([]any, 0, 2*len(g.keys))
-		for _, h := range g.total {
-			g.args = append(g.args, h)
+	ttls := w.s.guess(w.keys, w.ttl, w.scratch[:0])
+	w.scratch = ttls
+	for k, key := range w.keys {
+		gi := 0
+		if w.s.cluster {
+			slot := Slot(key)
+			var ok bool
+			if gi, ok = w.slots[slot]; !ok {
+				gi = len(w.groups)
+				w.slots[slot] = gi
+			}
 		}
-		for _, t := range ttls[gi] {
-			g.args = append(g.args, t.Milliseconds())
+		if gi == len(w.groups) {
+			if len(w.groups) < cap(w.groups) {
+				w.groups = w.groups[:gi+1]
+			} else {
+				w.groups = append(w.groups, group{})
+			}
+		}
+		g := &w.groups[gi]
+		g.at = append(g.at, k)
+		g.keys = append(g.keys, key)
+	}
+	for gi := range w.groups {
+		g := &w.groups[gi]
+		for _, k := range g.at {
+			g.args = append(g.args, w.total[k])
+		}
+		for _, k := range g.at {
+			g.args = append(g.args, w.box(ttls[k]))
 		}
 	}
-	s.guess(groups)
-	return groups, where
 }
 
-// guess negates the TTL argument of the counters this store created and
-// that have not expired since, so that the script adds to them directly,
-// and remembers the others as created.
-func (s *Store) guess(groups []group) {
+// box returns ms as a script argument, converting each value once: the
+// expiries of a batch are few distinct values (windows end together).
+func (w *worker) box(ms int64) any {
+	v, ok := w.boxed[ms]
+	if !ok {
+		v = ms
+		w.boxed[ms] = v
+	}
+	return v
+}
+
+// guess appends to dst the expiry argument of each key: its expiry in
+// milliseconds, negated for the counters this store created and that have
+// not expired since, so that the script adds to them directly; it
+// remembers the others as created.
+func (s *Store) guess(keys []string, ttls []time.Duration, dst []int64) []int64 {
 	now := time.Now().UnixMilli()
 	s.knownMu.Lock()
 	defer s.knownMu.Unlock()
 	if len(s.known) > maxKnown {
 		clear(s.known)
 	}
-	for gi := range groups {
-		g := &groups[gi]
-		for i, k := range g.keys {
-			ttl := g.args[len(g.keys)+i].(int64)
-			if s.known[k] > now {
-				g.args[len(g.keys)+i] = -ttl
-			} else {
-				s.known[k] = now + ttl
-			}
+	for i, k := range keys {
+		ttl := ttls[i].Milliseconds()
+		if s.known[k] > now {
+			ttl = -ttl
+		} else {
+			s.known[k] = now + ttl
 		}
+		dst = append(dst, ttl)
 	}
+	return dst
 }
 
-// exec runs every group's script call in one pipeline, loading the script
-// where the server answers NOSCRIPT.
-func (s *Store) exec(ctx context.Context, groups []group) error {
-	cmds := make([]*redis.Cmd, len(groups))
-	_, _ = s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, g := range groups {
+// exec runs every group's script call, in one pipeline when there are
+// several, loading the script where the server answers NOSCRIPT, and sets
+// out.
+func (w *worker) exec(ctx context.Context) error {
+	c := w.s.client
+	switch len(w.groups) {
+	case 0:
+		return nil
+	case 1:
+		g := &w.groups[0]
+		cmd := addScript.EvalSha(ctx, c, g.keys, g.args...)
+		return w.read(ctx, g, cmd)
+	}
+	cmds := make([]*redis.Cmd, len(w.groups))
+	_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := range w.groups {
+			g := &w.groups[i]
 			cmds[i] = addScript.EvalSha(ctx, p, g.keys, g.args...)
 		}
 		return nil
 	})
-	for i, cmd := range cmds {
-		if err := cmd.Err(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
-			cmds[i] = addScript.Eval(ctx, s.client, groups[i].keys, groups[i].args...)
-		}
-		vals, err := cmds[i].Int64Slice()
-		if err != nil {
+	for i := range w.groups {
+		if err := w.read(ctx, &w.groups[i], cmds[i]); err != nil {
 			return err
 		}
-		out := make([]uint64, len(vals))
-		for j, v := range vals {
-			out[j] = uint64(v)
+	}
+	return nil
+}
+
+// read sets out from g's script call, running the script again with EVAL
+// when the server did not know it.
+func (w *worker) read(ctx context.Context, g *group, cmd *redis.Cmd) error {
+	if err := cmd.Err(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+		cmd = addScript.Eval(ctx, w.s.client, g.keys, g.args...)
+	}
+	vals, err := cmd.Slice()
+	if err != nil {
+		return err
+	}
+	if len(vals) != len(g.at) {
+		return fmt.Errorf("redisstore: the script answered %d values for %d counters", len(vals), len(g.at))
+	}
+	for j, v := range vals {
+		n, ok := v.(int64)
+		if !ok {
+			return fmt.Errorf("redisstore: the script answered %T, not an integer", v)
 		}
-		groups[i].out = out
+		w.out[g.at[j]] = uint64(n)
 	}
 	return nil
 }
