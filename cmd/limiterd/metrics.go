@@ -18,14 +18,17 @@ type metrics struct {
 	ruleFiles   prometheus.Gauge
 
 	// counters caches the decision counters by label values, so that a
-	// decision does not hash its labels each time.
-	counters  sync.Map // [4]string -> prometheus.Counter
-	observers sync.Map // api -> prometheus.Observer
+	// decision does not look its labels up in the vector each time. A
+	// typed map: a sync.Map would allocate each key it is asked for.
+	countersMu sync.RWMutex
+	counters   map[[4]string]prometheus.Counter // guarded by countersMu
+	observers  sync.Map                         // api -> prometheus.Observer
 }
 
 func newMetrics() *metrics {
 	m := &metrics{
-		reg: prometheus.NewRegistry(),
+		reg:      prometheus.NewRegistry(),
+		counters: map[[4]string]prometheus.Counter{},
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "limiterd", Name: "decisions_total",
 			Help: "Decisions by API (rest, grpc, envoy), Envoy domain, rule (the algorithm for rest and grpc) and result.",
@@ -56,11 +59,16 @@ func newMetrics() *metrics {
 // decision counts one decision.
 func (m *metrics) decision(api, domain, rule, result string) {
 	k := [4]string{api, domain, rule, result}
-	c, ok := m.counters.Load(k)
+	m.countersMu.RLock()
+	c, ok := m.counters[k]
+	m.countersMu.RUnlock()
 	if !ok {
-		c, _ = m.counters.LoadOrStore(k, m.decisions.WithLabelValues(api, domain, rule, result))
+		c = m.decisions.WithLabelValues(api, domain, rule, result)
+		m.countersMu.Lock()
+		m.counters[k] = c
+		m.countersMu.Unlock()
 	}
-	c.(prometheus.Counter).Inc()
+	c.Inc()
 }
 
 // observe records a call's duration.
