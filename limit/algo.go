@@ -18,30 +18,39 @@ type state struct{ a, b, c int64 }
 // before a time in s) never gives back spent capacity.
 func (pr *params) decide(s state, now, cost int64, count bool) (Decision, state) {
 	switch pr.alg {
-	case algTokenBucket:
-		t := max(now, s.b)
-		d := drain(s.a, s.b, t, pr.n)
-		dec, nd := pr.bucket(d, cost)
-		if !dec.Allowed || cost == 0 {
-			return dec, s
-		}
-		return dec, state{a: nd, b: t}
-	case algGCRA:
-		d := pr.gcraDebt(s, now)
-		dec, nd := pr.bucket(d, cost)
-		if !dec.Allowed || cost == 0 {
-			return dec, s
-		}
-		if pr.n == 1 { // the usual case (a whole number of µs per token): no division
-			return dec, state{a: now + nd}
-		}
-		return dec, state{a: now + nd/pr.n, b: nd % pr.n}
+	case algTokenBucket, algGCRA:
+		var dec Decision
+		return dec, pr.decideRate(&dec, s, now, cost)
 	case algFixed:
 		return pr.fixed(s, now, cost, count)
 	case algSliding:
 		return pr.sliding(s, now, cost, count)
 	}
 	return Decision{}, s
+}
+
+// decideRate is decide for the token bucket and GCRA, writing the decision
+// into dec (every field but Policy and Err), which spares the copies of a
+// Decision on the path of every decision.
+func (pr *params) decideRate(dec *Decision, s state, now, cost int64) state {
+	if pr.alg == algTokenBucket {
+		t := max(now, s.b)
+		d := drain(s.a, s.b, t, pr.n)
+		nd := pr.bucketTo(dec, d, cost)
+		if !dec.Allowed || cost == 0 {
+			return s
+		}
+		return state{a: nd, b: t}
+	}
+	d := pr.gcraDebt(s, now)
+	nd := pr.bucketTo(dec, d, cost)
+	if !dec.Allowed || cost == 0 {
+		return s
+	}
+	if pr.n == 1 { // the usual case (a whole number of µs per token): no division
+		return state{a: now + nd}
+	}
+	return state{a: now + nd/pr.n, b: nd % pr.n}
 }
 
 // drain returns the debt d, dated last, left at now: n units drain per µs.
@@ -52,6 +61,9 @@ func drain(d, last, now, n int64) int64 {
 	el := now - last
 	if el <= 0 {
 		return d
+	}
+	if n == 1 { // the usual case: no division
+		return max(0, d-el)
 	}
 	if el > d/n { // checked first so that el*n cannot overflow
 		return 0
@@ -67,33 +79,62 @@ func (pr *params) gcraDebt(s state, now int64) int64 {
 	}
 	// Far ahead (the application's clock went back): cap, so that no
 	// product overflows; the key stays full either way.
-	if lim := 2*pr.cap/pr.n + 1; diff > lim {
-		diff = lim
+	if diff > pr.gcraLim {
+		diff = pr.gcraLim
 	}
 	return diff*pr.n + s.b
 }
 
 // bucket decides cost on a debt d of the token bucket or GCRA.
 func (pr *params) bucket(d, cost int64) (Decision, int64) {
-	dec := Decision{Limit: pr.limit}
+	var dec Decision
+	nd := pr.bucketTo(&dec, d, cost)
+	return dec, nd
+}
+
+// bucketTo is bucket writing the decision into dec, which it overwrites but
+// for Policy and Err.
+func (pr *params) bucketTo(dec *Decision, d, cost int64) int64 {
+	dec.Allowed, dec.Reason, dec.Limit, dec.RetryAfter = false, ReasonNone, pr.limit, 0
 	nd := d
 	switch need := d + cost*pr.p; {
 	case cost > pr.limit:
 		dec.Reason = ReasonExceedsLimit
 	case need > pr.cap && cost > 0:
 		dec.Reason = ReasonLimited
-		dec.RetryAfter = micros(ceilDiv(need-pr.cap, pr.n))
+		if pr.n == 1 {
+			dec.RetryAfter = micros(need - pr.cap)
+		} else {
+			dec.RetryAfter = micros(ceilDiv(need-pr.cap, pr.n))
+		}
 	default:
 		dec.Allowed = true
 		nd = need
 	}
-	dec.Remaining = max(0, (pr.cap-nd)/pr.p)
+	dec.Remaining = pr.perToken(pr.cap - nd)
 	if pr.n == 1 {
 		dec.ResetAfter = micros(nd)
 	} else {
 		dec.ResetAfter = micros(ceilDiv(nd, pr.n))
 	}
-	return dec, nd
+	return nd
+}
+
+// perToken returns max(0, floor(u/p)): the whole tokens in u units. It
+// multiplies by 1/p in floating point, which is off by at most one for any
+// u up to 2^52, and corrects: a division by a variable is several times
+// slower, and this is on the path of every decision.
+func (pr *params) perToken(u int64) int64 {
+	if u <= 0 {
+		return 0
+	}
+	q := int64(float64(u) * pr.invP)
+	if q*pr.p > u {
+		q--
+	} else if (q+1)*pr.p <= u {
+		q++
+	}
+	return q
 }
 
 func (pr *params) fixed(s state, now, cost int64, count bool) (Decision, state) {

@@ -1,5 +1,7 @@
 package limit
 
+import "sync/atomic"
+
 // sampleSize is how many keys of a shard a new key looks at for keys back at
 // rest, and EvictLRU for the least recently used.
 const sampleSize = 8
@@ -47,14 +49,26 @@ func (m *Memory) cleanSample(t *table, sh *shard, h uint64, now int64) {
 	mask := len(sh.t.s) - 1
 	i := int(h>>32) & mask
 	for k := 0; k < sampleSize; k++ {
-		sl := &sh.t.s[i]
-		if sl.tag != 0 && t.pr.atRest(sl.state(t.pr.alg), now) {
-			sh.t.remove(i) // a later slot may move into i: look at i again
-			m.dropped(&m.cleaned)
-			continue
-		}
+		m.dropIfAtRest(t, sh, i, now)
 		i = (i + 1) & mask
 	}
+}
+
+// dropIfAtRest drops the key of slot i of sh if it holds one at rest (and
+// not frozen); it requires sh.mu and reports whether it dropped it.
+func (m *Memory) dropIfAtRest(t *table, sh *shard, i int, now int64) bool {
+	if !sh.t.live(i) {
+		return false
+	}
+	s, w, ok := t.peek(sh, i)
+	// A decision without the lock may change the word between peek and
+	// freeze; freeze then fails and the key stays.
+	if !ok || !t.pr.atRest(s, now) || !t.freeze(sh, i, w) {
+		return false
+	}
+	sh.t.remove(i)
+	m.dropped(&m.cleaned)
+	return true
 }
 
 // evictSample drops the least recently used of a sample of sh; it requires
@@ -78,19 +92,28 @@ func (m *Memory) evictSample(t *table, sh *shard, h uint64) bool {
 		m.dropped(&m.evicted)
 		return true
 	}
-	if sh.t.n == 0 {
-		return false
-	}
 	mask := len(sh.t.s) - 1
 	victim := -1
-	for i, seen := int(h>>32)&mask, 0; seen < sampleSize && seen < sh.t.n; i = (i + 1) & mask {
-		if sl := &sh.t.s[i]; sl.tag != 0 {
-			if victim < 0 || sl.used < sh.t.s[victim].used {
-				victim = i
-			}
-			seen++
+	var oldest uint32
+	// Frozen slots (keys of the AllowAll being decided) are passed over.
+	for i, seen, looked := int(h>>32)&mask, 0, 0; seen < sampleSize && looked < sh.t.n; i = (i + 1) & mask {
+		if !sh.t.live(i) {
+			continue
 		}
+		looked++
+		sl := &sh.t.s[i]
+		if t.packs && atomic.LoadInt64(&sl.a) == frozen {
+			continue
+		}
+		if u := atomic.LoadUint32(&sl.used); victim < 0 || u < oldest {
+			victim, oldest = i, u
+		}
+		seen++
 	}
+	if victim < 0 {
+		return false
+	}
+	t.take(sh, victim)
 	sh.t.remove(victim)
 	m.dropped(&m.evicted)
 	return true
@@ -120,8 +143,8 @@ func (m *Memory) Cleanup() int {
 }
 
 // cleanSlots sweeps sh's slot table in batches of 64 slots, each under the
-// lock. A key moved back by a removal, or inserted, between two batches may
-// be missed until the next sweep.
+// lock. A key moved by a resize, or inserted, between two batches may be
+// missed until the next sweep.
 func (m *Memory) cleanSlots(t *table, sh *shard) int {
 	dropped := 0
 	for start := 0; ; start += cleanupBatch {
@@ -134,15 +157,10 @@ func (m *Memory) cleanSlots(t *table, sh *shard) int {
 			return dropped
 		}
 		now := m.now()
-		for i := start; i < min(start+cleanupBatch, len(sh.t.s)); {
-			sl := &sh.t.s[i]
-			if sl.tag != 0 && t.pr.atRest(sl.state(t.pr.alg), now) {
-				sh.t.remove(i)
-				m.dropped(&m.cleaned)
+		for i := start; i < min(start+cleanupBatch, len(sh.t.s)); i++ {
+			if m.dropIfAtRest(t, sh, i, now) {
 				dropped++
-				continue
 			}
-			i++
 		}
 		sh.mu.Unlock()
 	}

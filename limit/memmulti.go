@@ -10,6 +10,7 @@ type pending struct {
 	h       uint64
 	key     string
 	s       state
+	s0      state       // the state as found (when not isNew)
 	log     *rollingLog // rolling window: the key's log, possibly fresh
 	extra   int64       // rolling window: cost promised, not yet logged
 	isNew   bool
@@ -117,7 +118,32 @@ func (p *pending) load() {
 	}
 	p.s, p.isNew = state{}, true
 	if i := p.sh.t.find(p.h, p.key); i >= 0 {
-		p.s, p.isNew = p.sh.t.s[i].state(p.t.pr.alg), false
+		p.s, p.isNew = p.t.take(p.sh, i), false
+		p.s0 = p.s
+	}
+}
+
+// reset brings p back to the state load found; it requires p.sh.mu.
+func (p *pending) reset() {
+	p.extra, p.changed = 0, false
+	if p.t.pr.alg == algRolling {
+		p.load()
+		return
+	}
+	p.s = p.s0
+}
+
+// release puts back the state of every key load took, unchanged; it
+// requires the shards' locks.
+func release(ps []pending) {
+	for i := range ps {
+		p := &ps[i]
+		if p.t.pr.alg == algRolling || p.isNew {
+			continue
+		}
+		if i := p.sh.t.find(p.h, p.key); i >= 0 {
+			p.t.keep(p.sh, i, p.s0)
+		}
 	}
 }
 
@@ -143,9 +169,9 @@ func (p *pending) decide(now, cost int64, count bool) Decision {
 // It requires the shards' locks.
 func (m *Memory) undo(ps []pending, idx []int, reqs []Request, ds []Decision, now int64) {
 	for i := range ps {
-		ps[i].load()
-		ps[i].extra, ps[i].changed = 0, false
+		ps[i].reset()
 	}
+	defer release(ps)
 	for i := range ds {
 		if !ds[i].Allowed {
 			continue
@@ -165,6 +191,7 @@ func (m *Memory) commit(ps []pending, now int64) error {
 		if ps[i].changed && ps[i].isNew {
 			if err := m.admitKey(ps[i].t, ps[i].sh, ps[i].h, now); err != nil {
 				m.keys.Add(int64(-admitted))
+				release(ps)
 				return err
 			}
 			admitted++
@@ -183,12 +210,21 @@ func (m *Memory) commit(ps []pending, now int64) error {
 			p.log.push(p.log.now(now), p.extra)
 			continue
 		}
-		// Found again: admitting an earlier key may have moved or evicted it.
+		// Found again: admitting a key may have moved the slots.
 		i := p.sh.t.find(p.h, p.key)
 		if i < 0 {
 			i = p.sh.t.insert(p.h, p.key)
 		}
-		p.sh.t.s[i].set(p.t.pr.alg, p.s, m.used(now))
+		p.t.put(p.sh, i, p.s, m.used(now))
+	}
+	for i := range ps {
+		p := &ps[i]
+		if p.changed || p.isNew || p.t.pr.alg == algRolling {
+			continue
+		}
+		if i := p.sh.t.find(p.h, p.key); i >= 0 {
+			p.t.keep(p.sh, i, p.s0)
+		}
 	}
 	return nil
 }
@@ -238,7 +274,7 @@ func (m *Memory) settleState(t *table, sh *shard, h uint64, key string, now, del
 	i := sh.t.find(h, key)
 	var s state
 	if i >= 0 {
-		s = sh.t.s[i].state(t.pr.alg)
+		s = t.take(sh, i)
 	}
 	dec, ns := t.pr.settle(s, now, delta)
 	switch {
@@ -254,7 +290,7 @@ func (m *Memory) settleState(t *table, sh *shard, h uint64, key string, now, del
 		}
 		i = sh.t.insert(h, key)
 	}
-	sh.t.s[i].set(t.pr.alg, ns, m.used(now))
+	t.put(sh, i, ns, m.used(now))
 	return dec, nil
 }
 
@@ -268,6 +304,7 @@ func (m *Memory) Reset(_ context.Context, key string, p Policy) error {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if i := sh.t.find(h, key); i >= 0 {
+		t.take(sh, i)
 		sh.t.remove(i)
 		m.keys.Add(-1)
 	}

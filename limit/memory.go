@@ -55,11 +55,15 @@ type MemoryStats struct {
 // Memory is the in-memory Store: for each policy a table of power-of-two
 // shards, each an open-addressing table of 40-byte slots (the rolling
 // window: a map of logs) under its own mutex. A decision on a key already
-// held hashes the key once and allocates nothing. Memory holds at most
+// held hashes the key once and allocates nothing; under the token bucket or
+// GCRA it takes no lock either, but swaps the key's state, packed in one
+// word, atomically, so that concurrent decisions on one key neither wait
+// for each other nor fail, and stay exact. Memory holds at most
 // MaxKeys keys; keys back at rest are dropped as new keys come in (a small
 // sample of the shard each time) and by Cleanup, which never holds a shard's
 // lock for more than 64 slots. The context of the methods is not consulted:
-// they never wait for anything but a shard's lock.
+// they never wait for anything but a shard's lock (a decision without the
+// lock retries its swap only when another change landed first).
 //
 // Memory is safe for concurrent use.
 type Memory struct {
@@ -90,14 +94,25 @@ type table struct {
 	pr     params
 	mask   uint64
 	shards []shard
+
+	packs   bool  // the token bucket and GCRA: states packed in a word
+	dbits   uint  // token bucket: the bits of the debt in the word
+	maxDiff int64 // the largest time difference a word holds
 }
 
+// shard is one lock and its keys. A shard takes 128 bytes, so that shards
+// never share a cache line, and what a decision on a packed slot reads
+// without the lock (t.v) is in the first 64, which it only reads.
 type shard struct {
+	// mu is held by everything but a decision on a packed slot (see
+	// packed.go): new keys, removals, the other algorithms, AllowAll,
+	// Settle, Reset, Cleanup.
 	mu   sync.Mutex
-	id   uint64                 // lock order of AllowAll
 	t    slots                  // every algorithm but the rolling window
+	id   uint64                 // lock order of AllowAll
 	logs map[string]*rollingLog // rolling window only
 	peak int                    // most logs held since the last sweep shrank logs
+	_    [40]byte
 }
 
 // NewMemory returns an empty memory store, or a *PolicyError-like error
@@ -148,8 +163,10 @@ func (m *Memory) table(p Policy) (*table, error) {
 		return t, nil
 	}
 	t := &table{p: p, pr: pr, mask: uint64(m.nshards - 1), shards: make([]shard, m.nshards)}
+	t.packing()
 	for i := range t.shards {
 		t.shards[i].id = m.nextID.Add(1)
+		t.shards[i].t.base = m.start
 		if pr.alg == algRolling {
 			t.shards[i].logs = map[string]*rollingLog{}
 		}
@@ -183,7 +200,7 @@ func (m *Memory) now() int64 {
 }
 
 // AllowN spends cost on key under p if the key has it. See Store.
-func (m *Memory) AllowN(_ context.Context, key string, p Policy, cost int64) (Decision, error) {
+func (m *Memory) AllowN(_ context.Context, key string, p Policy, cost int64) (dec Decision, err error) {
 	if cost < 0 {
 		return Decision{}, &CostError{Cost: cost}
 	}
@@ -193,8 +210,11 @@ func (m *Memory) AllowN(_ context.Context, key string, p Policy, cost int64) (De
 	}
 	now := m.now()
 	h, sh := m.shard(t, key)
+	if t.packs && m.allowPacked(&dec, t, sh, h, key, now, cost) {
+		dec.Policy = p.Name
+		return dec, nil
+	}
 	sh.mu.Lock()
-	var dec Decision
 	if t.pr.alg == algRolling {
 		dec, err = m.allowRolling(t, sh, key, now, cost)
 	} else {
@@ -210,10 +230,13 @@ func (m *Memory) allowState(t *table, sh *shard, h uint64, key string, now, cost
 	i := sh.t.find(h, key)
 	var s state
 	if i >= 0 {
-		s = sh.t.s[i].state(t.pr.alg)
+		s = t.take(sh, i)
 	}
 	dec, ns := t.pr.decide(s, now, cost, false)
 	if ns == s {
+		if i >= 0 {
+			t.keep(sh, i, s)
+		}
 		return dec, nil
 	}
 	if i < 0 {
@@ -222,7 +245,7 @@ func (m *Memory) allowState(t *table, sh *shard, h uint64, key string, now, cost
 		}
 		i = sh.t.insert(h, key)
 	}
-	sh.t.s[i].set(t.pr.alg, ns, m.used(now))
+	t.put(sh, i, ns, m.used(now))
 	return dec, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -172,6 +173,207 @@ func TestNewMemoryOptions(t *testing.T) {
 	for _, o := range []limit.MemoryOptions{{Shards: 3}, {Shards: -1}, {MaxKeys: -1}, {WhenFull: 9}} {
 		if _, err := limit.NewMemory(o); err == nil {
 			t.Errorf("NewMemory(%+v) accepted", o)
+		}
+	}
+}
+
+// TestMemoryExactUnderChurn has 32 goroutines spend on 8 keys, and an
+// AllowAll pair them with new keys, while others add and reset keys (which
+// grows the tables and leaves removed slots), settle, clean up, and move
+// the clock on by seconds (which rebases the token bucket's packed states
+// every few seconds). At one token an hour, each key must admit exactly its
+// capacity of 50: no spend lost, none doubled. Each round starts 100 hours
+// later, with every key back at rest, so Cleanup races the spenders to
+// drop them.
+func TestMemoryExactUnderChurn(t *testing.T) {
+	ctx := context.Background()
+	for _, p := range []limit.Policy{
+		limit.TokenBucket(50, limit.Rate{Count: 1, Period: time.Hour}),
+		limit.GCRA(limit.Rate{Count: 1, Period: time.Hour}, 50),
+	} {
+		clock := limittest.NewClock(limittest.Epoch)
+		m := newMemory(t, limit.MemoryOptions{Shards: 2, Clock: clock})
+		for round := 0; round < 2; round++ {
+			clock.Advance(100 * time.Hour)
+			exactUnderChurn(t, ctx, m, clock, p, round)
+		}
+	}
+}
+
+func exactUnderChurn(t *testing.T, ctx context.Context, m *limit.Memory, clock *limittest.Clock, p limit.Policy, round int) {
+	const keys, spenders = 8, 32
+	var admitted [keys]atomic.Int64
+	var ticked atomic.Int64
+	stop := make(chan struct{})
+	var bg, wg sync.WaitGroup
+	churn := func(f func(i int)) {
+		bg.Add(1)
+		go func() {
+			defer bg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+					f(i)
+				}
+			}
+		}()
+	}
+	churn(func(i int) { // new keys, then back to rest
+		k := "filler-" + strconv.Itoa(i)
+		m.AllowN(ctx, k, p, 1)
+		if i%3 == 0 {
+			m.Reset(ctx, k, p)
+		} else {
+			m.Settle(ctx, k, p, -1)
+		}
+	})
+	churn(func(int) { m.Cleanup() })
+	churn(func(i int) {
+		if i%10 == 0 && ticked.Load() < 300 { // five minutes of clock in all
+			clock.Advance(time.Second)
+			ticked.Add(1)
+		}
+		m.Settle(ctx, "settled", p, 1-int64(i%2)*2)
+	})
+	churn(func(i int) {
+		k := i % keys
+		ds, err := m.AllowAll(ctx, []limit.Request{
+			{Key: "key-" + strconv.Itoa(k), Policy: p, Cost: 1},
+			{Key: "pair-" + strconv.Itoa(i), Policy: p, Cost: 1},
+		}, nil)
+		if err != nil {
+			t.Error(err)
+		}
+		if limit.Combine(ds).Allowed {
+			admitted[k].Add(1)
+		}
+	})
+	for g := 0; g < spenders; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 2000 || ticked.Load() < 300; i++ {
+				k := (g + i) % keys
+				d, err := m.AllowN(ctx, "key-"+strconv.Itoa(k), p, 1)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if d.Allowed {
+					admitted[k].Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	bg.Wait()
+	for k := range admitted {
+		if got := admitted[k].Load(); got != 50 {
+			t.Errorf("%s, round %d: key %d admitted %d, want exactly 50", p.Algorithm, round, k, got)
+		}
+	}
+}
+
+// TestMemoryNoLostSpend has 32 goroutines spend on 8 keys of a large
+// capacity, with the clock standing still, while AllowAll spends on them
+// too (allowed, and denied by an exhausted key), keys are added and reset
+// in the same shards and Cleanup runs. Every spend must show in what the
+// keys have left.
+func TestMemoryNoLostSpend(t *testing.T) {
+	ctx := context.Background()
+	const limitN, keys, spenders, spends = 1_000_000, 8, 32, 3000
+	for _, p := range []limit.Policy{
+		limit.TokenBucket(limitN, limit.PerSecond(1)),
+		limit.GCRA(limit.PerSecond(1), limitN),
+	} {
+		clock := limittest.NewClock(limittest.Epoch)
+		m := newMemory(t, limit.MemoryOptions{Shards: 2, Clock: clock})
+		if _, err := m.AllowN(ctx, "exhausted", p, limitN); err != nil {
+			t.Fatal(err)
+		}
+		var admitted [keys]atomic.Int64
+		var wg sync.WaitGroup
+		done := make(chan struct{})
+		var bg sync.WaitGroup
+		bg.Add(3)
+		go func() { // all-or-nothing spends, allowed and denied
+			defer bg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				k := i % keys
+				other := "pair-" + strconv.Itoa(i)
+				if i%2 == 0 {
+					other = "exhausted"
+				}
+				ds, err := m.AllowAll(ctx, []limit.Request{
+					{Key: "key-" + strconv.Itoa(k), Policy: p, Cost: 1}, {Key: other, Policy: p, Cost: 1}}, nil)
+				if err != nil {
+					t.Error(err)
+				}
+				if limit.Combine(ds).Allowed {
+					admitted[k].Add(1)
+				}
+			}
+		}()
+		go func() { // new keys in the same shards, then gone
+			defer bg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				k := "filler-" + strconv.Itoa(i)
+				m.AllowN(ctx, k, p, 1)
+				m.Reset(ctx, k, p)
+			}
+		}()
+		go func() {
+			defer bg.Done()
+			for {
+				select {
+				case <-done:
+					return
+				default:
+					m.Cleanup()
+				}
+			}
+		}()
+		for g := 0; g < spenders; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < spends; i++ {
+					k := (g + i) % keys
+					d, err := m.AllowN(ctx, "key-"+strconv.Itoa(k), p, 1)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if d.Allowed {
+						admitted[k].Add(1)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(done)
+		bg.Wait()
+		for k := range admitted {
+			d, err := m.AllowN(ctx, "key-"+strconv.Itoa(k), p, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := limitN - admitted[k].Load(); d.Remaining != want {
+				t.Errorf("%s: key %d has %d left after %d admitted, want %d", p.Algorithm, k, d.Remaining, admitted[k].Load(), want)
+			}
 		}
 	}
 }

@@ -32,7 +32,11 @@ type params struct {
 	n     int64 // token bucket, GCRA: tokens per period p, reduced
 	p     int64 // token bucket, GCRA: period in µs, reduced; a token weighs p units
 	cap   int64 // token bucket, GCRA: limit * p units
-	w     int64 // windows: window in µs
+	// gcraLim caps how far (µs) a GCRA's TAT counts ahead of now:
+	// 2*cap/n + 1.
+	gcraLim int64
+	invP    float64 // token bucket, GCRA: 1/p
+	w       int64   // windows: window in µs
 }
 
 func (p Policy) params() (params, error) {
@@ -103,6 +107,8 @@ func (pr params) rate(p Policy, pe func(string, string) (params, error)) (params
 		return pe("rate", "limit times period per token is too large")
 	}
 	pr.cap = int64(lo)
+	pr.gcraLim = 2*pr.cap/pr.n + 1
+	pr.invP = 1 / float64(pr.p)
 	return pr, nil
 }
 

@@ -1,24 +1,57 @@
 package limit
 
-// slots is the table of one shard: open addressing with linear probing and
-// backward-shift deletion, so that a decision on a key costs one hash (the
-// one that also picks the shard) and one probe sequence, updates its slot
-// in place, and a sweep can walk the table in short batches by index.
-// Every method requires the shard's lock.
+import (
+	"math"
+	"sync/atomic"
+)
+
+// slots is the table of one shard: open addressing with linear probing, so
+// that a decision on a key costs one hash (the one that also picks the
+// shard) and one probe sequence, updates its slot in place, and a sweep can
+// walk the table in short batches by index.
+//
+// Every method requires the shard's lock, but decisions on the token bucket
+// and GCRA also read the table without it (see packed.go), through the view
+// the table publishes. For them a slot, once its tag is published, never
+// changes key or moves: a removed key leaves a tombstone (which probing
+// passes over) until the table is copied into a new array, which drops the
+// tombstones. Before a slot is removed or copied its word a is frozen
+// (swapped for frozen), so that a decision still holding the slot fails its
+// compare-and-swap and takes the lock instead. The tag, a and used are read
+// and written atomically; the key is written before its tag is published.
 type slots struct {
-	s []slot // a power of two long, or empty
-	n int    // slots in use
+	s     []slot // a power of two long, or empty
+	n     int    // keys held
+	tombs int    // tombstones
+	base  int64  // µs: the time packed slots count from (see packed.go)
+	v     atomic.Pointer[view]
+}
+
+// view is what decisions without the lock read of a table: its slots and
+// base, published together whenever either changes.
+type view struct {
+	s    []slot
+	base int64
 }
 
 // slot is one key's state in 40 bytes. The sliding window's two counts
-// share bc (limits of the sliding window fit in 31 bits; see params).
+// share bc (limits of the sliding window fit in 31 bits; see params). The
+// token bucket and GCRA keep their state packed in a alone when it fits
+// (see packed.go).
 type slot struct {
-	tag  uint32 // bits of the key's hash, never 0; 0 marks an empty slot
+	tag  uint32 // bits of the key's hash, odd; 0 marks an empty slot, tomb a removed one
 	used uint32 // seconds since the store started, for EvictLRU
 	key  string
 	a    int64
 	bc   int64
 }
+
+// tomb is the tag of a removed slot (tags of keys are odd).
+const tomb = 2
+
+// frozen is the word a of a slot being decided under the shard's lock,
+// removed, or copied into a new array. No packed state is negative.
+const frozen = math.MinInt64
 
 // hashTag returns the tag of hash h: its low 32 bits made odd, so never 0.
 // The shard is picked by the high bits of h, and the home slot by the
@@ -27,30 +60,44 @@ func hashTag(h uint64) uint32 { return uint32(h) | 1 }
 
 func home(tag uint32, mask int) int { return int(tag>>1) & mask }
 
-// find returns the index of key's slot, or -1.
-func (t *slots) find(h uint64, key string) int {
-	if t.n == 0 {
+// find returns the index of key's slot in s, or -1. It needs no lock.
+func find(s []slot, h uint64, key string) int {
+	if len(s) == 0 {
 		return -1
 	}
-	mask := len(t.s) - 1
+	mask := len(s) - 1
 	tag := hashTag(h)
 	for i := home(tag, mask); ; i = (i + 1) & mask {
-		sl := &t.s[i]
-		if sl.tag == 0 {
+		sl := &s[i]
+		switch atomic.LoadUint32(&sl.tag) {
+		case 0:
 			return -1
-		}
-		if sl.tag == tag && sl.key == key {
-			return i
+		case tag:
+			if sl.key == key {
+				return i
+			}
 		}
 	}
 }
 
-// insert adds key, which must be absent, and returns its index.
+// find returns the index of key's slot, or -1.
+func (t *slots) find(h uint64, key string) int { return find(t.s, h, key) }
+
+// live reports whether slot i holds a key.
+func (t *slots) live(i int) bool { return t.s[i].tag&1 != 0 }
+
+// insert adds key, which must be absent, and returns its index. The slot's
+// word is frozen: the caller stores the key's state.
 func (t *slots) insert(h uint64, key string) int {
-	// Up to 7/8 full: linear probing then still finds a key in a few
-	// probes on average, and a table holds 40 to 80 bytes per key.
-	if (t.n+1)*8 > len(t.s)*7 {
-		t.grow()
+	// Up to 7/8 full, tombstones included: linear probing then still
+	// finds a key in a few probes on average, and a table holds 40 to 80
+	// bytes per key. A table full of tombstones is copied at its size.
+	if (t.n+t.tombs+1)*8 > len(t.s)*7 {
+		size := max(8, len(t.s))
+		if (t.n+1)*16 > size*7 {
+			size *= 2
+		}
+		t.resize(size)
 	}
 	mask := len(t.s) - 1
 	tag := hashTag(h)
@@ -58,13 +105,14 @@ func (t *slots) insert(h uint64, key string) int {
 	for t.s[i].tag != 0 {
 		i = (i + 1) & mask
 	}
-	t.s[i] = slot{tag: tag, key: key}
+	sl := &t.s[i]
+	sl.key, sl.bc = key, 0
+	atomic.StoreUint32(&sl.used, 0)
+	atomic.StoreInt64(&sl.a, frozen)
+	atomic.StoreUint32(&sl.tag, tag)
 	t.n++
 	return i
 }
-
-// grow doubles the table.
-func (t *slots) grow() { t.resize(max(8, 2*len(t.s))) }
 
 // shrink gives back the memory of a table mostly emptied by a sweep: one
 // used to an eighth or less is halved until it is at least a quarter full
@@ -84,61 +132,64 @@ func (t *slots) shrink() bool {
 	return true
 }
 
-// resize moves the slots into a table of size slots, a power of two (or 0
-// when there are none).
+// resize moves the keys into a new array of size slots, a power of two (or
+// 0 when there are none), and publishes it. Every slot of the old array is
+// frozen, so that no decision changes it any more.
 func (t *slots) resize(size int) {
 	old := t.s
-	t.s = nil
-	if size == 0 {
-		return
+	t.s, t.tombs = nil, 0
+	if size > 0 {
+		t.s = make([]slot, size)
 	}
-	t.s = make([]slot, size)
 	mask := len(t.s) - 1
 	for k := range old {
-		if old[k].tag == 0 {
+		o := &old[k]
+		if o.tag&1 == 0 {
 			continue
 		}
-		i := home(old[k].tag, mask)
+		i := home(o.tag, mask)
 		for t.s[i].tag != 0 {
 			i = (i + 1) & mask
 		}
-		t.s[i] = old[k]
+		t.s[i] = slot{tag: o.tag, used: atomic.LoadUint32(&o.used), key: o.key,
+			a: atomic.SwapInt64(&o.a, frozen), bc: o.bc}
 	}
+	t.publish()
 }
 
-// remove empties slot i and shifts back the slots after it that probing
-// would otherwise no longer reach. A slot after i may move into i.
+// publish makes the array and base visible to decisions without the lock.
+func (t *slots) publish() {
+	if t.s == nil {
+		t.v.Store(nil)
+		return
+	}
+	t.v.Store(&view{s: t.s, base: t.base})
+}
+
+// remove drops the key of slot i, whose word the caller froze, leaving a
+// tombstone.
 func (t *slots) remove(i int) {
-	mask := len(t.s) - 1
-	j := i
-	for {
-		j = (j + 1) & mask
-		if t.s[j].tag == 0 {
-			break
-		}
-		h := home(t.s[j].tag, mask)
-		// Move j back into i when its home is not cyclically in (i, j].
-		if (j > i && (h <= i || h > j)) || (j < i && h <= i && h > j) {
-			t.s[i] = t.s[j]
-			i = j
-		}
-	}
-	t.s[i] = slot{}
+	atomic.StoreUint32(&t.s[i].tag, tomb)
 	t.n--
+	t.tombs++
 }
 
-// state returns the slot's state under alg.
+// state returns the slot's state under alg (an algorithm without a packed
+// form: the fixed and sliding windows).
 func (sl *slot) state(alg alg) state {
+	a := atomic.LoadInt64(&sl.a)
 	if alg == algSliding {
-		return state{a: sl.a, b: sl.bc >> 32, c: sl.bc & (1<<32 - 1)}
+		return state{a: a, b: sl.bc >> 32, c: sl.bc & (1<<32 - 1)}
 	}
-	return state{a: sl.a, b: sl.bc}
+	return state{a: a, b: sl.bc}
 }
 
 // set stores s under alg, used at used.
 func (sl *slot) set(alg alg, s state, used uint32) {
-	sl.a, sl.bc, sl.used = s.a, s.b, used
+	sl.bc = s.b
 	if alg == algSliding {
 		sl.bc = s.b<<32 | s.c
 	}
+	atomic.StoreUint32(&sl.used, used)
+	atomic.StoreInt64(&sl.a, s.a)
 }
