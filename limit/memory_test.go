@@ -231,7 +231,7 @@ func exactUnderChurn(t *testing.T, ctx context.Context, m *limit.Memory, clock *
 	})
 	churn(func(int) { m.Cleanup() })
 	churn(func(i int) {
-		if i%10 == 0 && ticked.Load() < 300 { // five minutes of clock in all
+		if i%10 == 0 && ticked.Load() < 200 { // 200 s of clock in all
 			clock.Advance(time.Second)
 			ticked.Add(1)
 		}
@@ -254,7 +254,7 @@ func exactUnderChurn(t *testing.T, ctx context.Context, m *limit.Memory, clock *
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := 0; i < 2000 || ticked.Load() < 300; i++ {
+			for i := 0; i < 2000 || ticked.Load() < 200; i++ {
 				k := (g + i) % keys
 				d, err := m.AllowN(ctx, "key-"+strconv.Itoa(k), p, 1)
 				if err != nil {
