@@ -123,9 +123,10 @@ func (pr *params) bucketTo(dec *Decision, d, cost int64) int64 {
 // perToken returns max(0, floor(u/p)): the whole tokens in u units. It
 // multiplies by 1/p in floating point, which is off by at most one for any
 // u up to 2^52, and corrects: a division by a variable is several times
-// slower, and this is on the path of every decision.
+// slower, and this is on the path of every decision. Less than one token
+// (every denial of a cost of 1) takes one comparison: p is at least 1.
 func (pr *params) perToken(u int64) int64 {
-	if u <= 0 {
+	if u < pr.p {
 		return 0
 	}
 	q := int64(float64(u) * pr.invP)

@@ -35,7 +35,7 @@ func (m *Memory) multi(reqs []Request, out []Decision, count bool) ([]Decision, 
 		if r.Cost < 0 {
 			return out, &CostError{Cost: r.Cost}
 		}
-		t, err := m.table(r.Policy)
+		t, err := m.table(&r.Policy)
 		if err != nil {
 			return out, err
 		}
@@ -231,7 +231,7 @@ func (m *Memory) commit(ps []pending, now int64) error {
 
 // Settle charges or refunds key under p. See Store.
 func (m *Memory) Settle(_ context.Context, key string, p Policy, delta int64) (Decision, error) {
-	t, err := m.table(p)
+	t, err := m.table(&p)
 	if err != nil {
 		return Decision{}, err
 	}
@@ -296,7 +296,7 @@ func (m *Memory) settleState(t *table, sh *shard, h uint64, key string, now, del
 
 // Reset drops key's state under p.
 func (m *Memory) Reset(_ context.Context, key string, p Policy) error {
-	t, err := m.table(p)
+	t, err := m.table(&p)
 	if err != nil {
 		return err
 	}

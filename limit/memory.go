@@ -53,8 +53,9 @@ type MemoryStats struct {
 }
 
 // Memory is the in-memory Store: for each policy a table of power-of-two
-// shards, each an open-addressing table of 40-byte slots (the rolling
-// window: a map of logs) under its own mutex. A decision on a key already
+// shards, each an open-addressing table of 32-byte slots (aligned on cache
+// lines in large tables), with an 8-byte word per slot beside them (the rolling window: a
+// map of logs), under its own mutex. A decision on a key already
 // held hashes the key once and allocates nothing; under the token bucket or
 // GCRA it takes no lock either, but swaps the key's state, packed in one
 // word, atomically, so that concurrent decisions on one key neither wait
@@ -143,11 +144,18 @@ func NewMemory(opts MemoryOptions) (*Memory, error) {
 	return m, nil
 }
 
-// table returns p's table, creating it on first use.
-func (m *Memory) table(p Policy) (*table, error) {
-	if t := m.last.Load(); t != nil && t.p == p {
+// table returns p's table, creating it on first use. The table used last
+// is compared field by field, the strings last: they rarely differ.
+func (m *Memory) table(p *Policy) (*table, error) {
+	if t := m.last.Load(); t != nil && t.p.Limit == p.Limit && t.p.Rate == p.Rate &&
+		t.p.Window == p.Window && t.p.Algorithm == p.Algorithm && t.p.Name == p.Name {
 		return t, nil
 	}
+	return m.newTable(*p)
+}
+
+// newTable is table for a policy other than the one used last.
+func (m *Memory) newTable(p Policy) (*table, error) {
 	if t := (*m.tables.Load())[p]; t != nil {
 		m.last.Store(t)
 		return t, nil
@@ -204,7 +212,7 @@ func (m *Memory) AllowN(_ context.Context, key string, p Policy, cost int64) (de
 	if cost < 0 {
 		return Decision{}, &CostError{Cost: cost}
 	}
-	t, err := m.table(p)
+	t, err := m.table(&p)
 	if err != nil {
 		return Decision{}, err
 	}

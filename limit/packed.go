@@ -117,25 +117,23 @@ func (t *table) encode(base int64, s state) (a, bc int64) {
 // states, freezes the slot until put or keep: decisions without the lock
 // then leave it alone. It requires sh.mu.
 func (t *table) take(sh *shard, i int) state {
-	sl := &sh.t.s[i]
 	if !t.packs {
-		return sl.state(t.pr.alg)
+		return sh.t.state(i, t.pr.alg)
 	}
-	return t.decode(sh.t.base, atomic.SwapInt64(&sl.a, frozen), sl.bc)
+	return t.decode(sh.t.base, atomic.SwapInt64(&sh.t.s[i].a, frozen), sh.t.bc[i])
 }
 
 // peek returns the state of slot i of sh and its word, without freezing
 // it; ok is false when the slot is frozen. It requires sh.mu.
 func (t *table) peek(sh *shard, i int) (s state, w int64, ok bool) {
-	sl := &sh.t.s[i]
 	if !t.packs {
-		return sl.state(t.pr.alg), 0, true
+		return sh.t.state(i, t.pr.alg), 0, true
 	}
-	w = atomic.LoadInt64(&sl.a)
+	w = atomic.LoadInt64(&sh.t.s[i].a)
 	if w == frozen {
 		return state{}, w, false
 	}
-	return t.decode(sh.t.base, w, sl.bc), w, true
+	return t.decode(sh.t.base, w, sh.t.bc[i]), w, true
 }
 
 // freeze freezes slot i of sh if its word is still w, the word peek
@@ -148,17 +146,16 @@ func (t *table) freeze(sh *shard, i int, w int64) bool {
 // requires sh.mu. A token bucket's state past its shard's range rebases
 // the shard first, which keeps the slots' indexes.
 func (t *table) put(sh *shard, i int, s state, used uint32) {
-	sl := &sh.t.s[i]
 	if !t.packs {
-		sl.set(t.pr.alg, s, used)
+		sh.t.set(i, t.pr.alg, s, used)
 		return
 	}
 	if t.pr.alg == algTokenBucket && s.b-sh.t.base > t.maxDiff {
 		t.rebase(sh, s.b)
-		sl = &sh.t.s[i]
 	}
+	sl := &sh.t.s[i]
 	a, bc := t.encode(sh.t.base, s)
-	sl.bc = bc
+	sh.t.bc[i] = bc
 	atomic.StoreUint32(&sl.used, used)
 	atomic.StoreInt64(&sl.a, a)
 }
@@ -178,7 +175,7 @@ func (t *table) rebase(sh *shard, now int64) {
 		return
 	}
 	old := sh.t.s
-	s := make([]slot, len(old))
+	s, bc := make([]slot, len(old)), make([]int64, len(old))
 	for i := range old {
 		o := &old[i]
 		if o.tag == 0 {
@@ -187,10 +184,10 @@ func (t *table) rebase(sh *shard, now int64) {
 		w := atomic.SwapInt64(&o.a, frozen)
 		s[i] = slot{tag: o.tag, used: atomic.LoadUint32(&o.used), key: o.key, a: frozen}
 		if o.tag&1 != 0 && w != frozen {
-			s[i].a, s[i].bc = t.encode(nb, t.decode(sh.t.base, w, o.bc))
+			s[i].a, bc[i] = t.encode(nb, t.decode(sh.t.base, w, sh.t.bc[i]))
 		}
 	}
-	sh.t.s, sh.t.base = s, nb
+	sh.t.s, sh.t.bc, sh.t.base = s, bc, nb
 	sh.t.publish()
 }
 

@@ -20,10 +20,11 @@ import (
 // compare-and-swap and takes the lock instead. The tag, a and used are read
 // and written atomically; the key is written before its tag is published.
 type slots struct {
-	s     []slot // a power of two long, or empty
-	n     int    // keys held
-	tombs int    // tombstones
-	base  int64  // µs: the time packed slots count from (see packed.go)
+	s     []slot  // a power of two long, or empty
+	bc    []int64 // each slot's second word, beside s: see slot
+	n     int     // keys held
+	tombs int     // tombstones
+	base  int64   // µs: the time packed slots count from (see packed.go)
 	v     atomic.Pointer[view]
 }
 
@@ -34,16 +35,20 @@ type view struct {
 	base int64
 }
 
-// slot is one key's state in 40 bytes. The sliding window's two counts
-// share bc (limits of the sliding window fit in 31 bits; see params). The
-// token bucket and GCRA keep their state packed in a alone when it fits
-// (see packed.go).
+// slot is one key's state in 32 bytes, and a second word, bc, in the
+// table's parallel array. The sliding window's two counts share bc (limits
+// of the sliding window fit in 31 bits; see params). The token bucket and
+// GCRA keep their state packed in a alone when it fits (see packed.go), so
+// that a decision on them reads one slot of 32 bytes. The arrays of large
+// tables (1,024 slots and more, where keys are many and cache misses
+// matter) are allocated as whole pages, so none of their slots straddles
+// two cache lines and a probe of the next slot often stays in the same
+// line; smaller arrays follow the allocator's 8-byte header.
 type slot struct {
 	tag  uint32 // bits of the key's hash, odd; 0 marks an empty slot, tomb a removed one
 	used uint32 // seconds since the store started, for EvictLRU
 	key  string
 	a    int64
-	bc   int64
 }
 
 // tomb is the tag of a removed slot (tags of keys are odd).
@@ -106,7 +111,7 @@ func (t *slots) insert(h uint64, key string) int {
 		i = (i + 1) & mask
 	}
 	sl := &t.s[i]
-	sl.key, sl.bc = key, 0
+	sl.key, t.bc[i] = key, 0
 	atomic.StoreUint32(&sl.used, 0)
 	atomic.StoreInt64(&sl.a, frozen)
 	atomic.StoreUint32(&sl.tag, tag)
@@ -136,10 +141,10 @@ func (t *slots) shrink() bool {
 // 0 when there are none), and publishes it. Every slot of the old array is
 // frozen, so that no decision changes it any more.
 func (t *slots) resize(size int) {
-	old := t.s
-	t.s, t.tombs = nil, 0
+	old, oldbc := t.s, t.bc
+	t.s, t.bc, t.tombs = nil, nil, 0
 	if size > 0 {
-		t.s = make([]slot, size)
+		t.s, t.bc = make([]slot, size), make([]int64, size)
 	}
 	mask := len(t.s) - 1
 	for k := range old {
@@ -152,7 +157,8 @@ func (t *slots) resize(size int) {
 			i = (i + 1) & mask
 		}
 		t.s[i] = slot{tag: o.tag, used: atomic.LoadUint32(&o.used), key: o.key,
-			a: atomic.SwapInt64(&o.a, frozen), bc: o.bc}
+			a: atomic.SwapInt64(&o.a, frozen)}
+		t.bc[i] = oldbc[k]
 	}
 	t.publish()
 }
@@ -174,22 +180,23 @@ func (t *slots) remove(i int) {
 	t.tombs++
 }
 
-// state returns the slot's state under alg (an algorithm without a packed
-// form: the fixed and sliding windows).
-func (sl *slot) state(alg alg) state {
-	a := atomic.LoadInt64(&sl.a)
+// state returns the state of slot i under alg (an algorithm without a
+// packed form: the fixed and sliding windows).
+func (t *slots) state(i int, alg alg) state {
+	a, bc := atomic.LoadInt64(&t.s[i].a), t.bc[i]
 	if alg == algSliding {
-		return state{a: a, b: sl.bc >> 32, c: sl.bc & (1<<32 - 1)}
+		return state{a: a, b: bc >> 32, c: bc & (1<<32 - 1)}
 	}
-	return state{a: a, b: sl.bc}
+	return state{a: a, b: bc}
 }
 
-// set stores s under alg, used at used.
-func (sl *slot) set(alg alg, s state, used uint32) {
-	sl.bc = s.b
+// set stores s in slot i under alg, used at used.
+func (t *slots) set(i int, alg alg, s state, used uint32) {
+	t.bc[i] = s.b
 	if alg == algSliding {
-		sl.bc = s.b<<32 | s.c
+		t.bc[i] = s.b<<32 | s.c
 	}
+	sl := &t.s[i]
 	atomic.StoreUint32(&sl.used, used)
 	atomic.StoreInt64(&sl.a, s.a)
 }

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"testing"
+	"unsafe"
 )
 
 // TestSlotsAgainstMap runs random inserts, finds and removes on a slot
@@ -66,5 +67,27 @@ func TestSlotsShrink(t *testing.T) {
 	}
 	if !tab.shrink() || tab.s != nil {
 		t.Fatalf("an empty table keeps %d slots", len(tab.s))
+	}
+}
+
+// TestSlotsAligned checks that a slot takes 32 bytes and that the arrays of
+// large tables (1,024 slots and more, allocated as whole pages) start on a
+// cache line, so that no slot of them straddles two lines. Smaller arrays
+// follow the allocator's 8-byte header.
+func TestSlotsAligned(t *testing.T) {
+	if size := unsafe.Sizeof(slot{}); size != 32 {
+		t.Fatalf("a slot takes %d bytes, want 32", size)
+	}
+	seed := maphash.MakeSeed()
+	var tab slots
+	for i := range 20_000 {
+		key := strconv.Itoa(i)
+		tab.insert(maphash.String(seed, key), key)
+		if p := uintptr(unsafe.Pointer(&tab.s[0])); len(tab.s) >= 1024 && p%64 != 0 {
+			t.Fatalf("an array of %d slots starts at %#x, not on a cache line", len(tab.s), p)
+		}
+		if len(tab.bc) != len(tab.s) {
+			t.Fatalf("%d second words for %d slots", len(tab.bc), len(tab.s))
+		}
 	}
 }
