@@ -195,11 +195,7 @@ func fastDecodeRequestProto(b []byte, r *rlsv3.RateLimitRequest) bool {
 		return false
 	}
 	if n > 0 {
-		all := make([]rlv3.RateLimitDescriptor, n)
-		r.Descriptors = make([]*rlv3.RateLimitDescriptor, n)
-		for i := range all {
-			r.Descriptors[i] = &all[i]
-		}
+		r.Descriptors = block[rlv3.RateLimitDescriptor](n)
 	}
 	next := 0
 	for i := 0; i < len(b); {
@@ -306,11 +302,7 @@ func (d *wireDecoder) descriptor(start, end int, ds *rlv3.RateLimitDescriptor) b
 		return false
 	}
 	if n > 0 {
-		all := make([]rlv3.RateLimitDescriptor_Entry, n)
-		ds.Entries = make([]*rlv3.RateLimitDescriptor_Entry, n)
-		for i := range all {
-			ds.Entries[i] = &all[i]
-		}
+		ds.Entries = block[rlv3.RateLimitDescriptor_Entry](n)
 	}
 	next := 0
 	for i := start; i < end; {
@@ -377,4 +369,15 @@ func (d *wireDecoder) uint64Value(start, end int) (uint64, bool) {
 		return 0, false
 	}
 	return d.varint(vs, ve)
+}
+
+// block returns pointers to n zero values of T allocated together, one
+// allocation for the values instead of one each.
+func block[T any](n int) []*T {
+	all := make([]T, n)
+	out := make([]*T, n)
+	for i := range all {
+		out[i] = &all[i]
+	}
+	return out
 }

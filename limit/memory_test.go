@@ -205,21 +205,8 @@ func exactUnderChurn(t *testing.T, ctx context.Context, m *limit.Memory, clock *
 	var admitted [keys]atomic.Int64
 	var ticked atomic.Int64
 	stop := make(chan struct{})
-	var bg, wg sync.WaitGroup
-	churn := func(f func(i int)) {
-		bg.Add(1)
-		go func() {
-			defer bg.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-					f(i)
-				}
-			}
-		}()
-	}
+	var bg sync.WaitGroup
+	churn := func(f func(i int)) { untilClosed(&bg, stop, f) }
 	churn(func(i int) { // new keys, then back to rest
 		k := "filler-" + strconv.Itoa(i)
 		m.AllowN(ctx, k, p, 1)
@@ -250,24 +237,7 @@ func exactUnderChurn(t *testing.T, ctx context.Context, m *limit.Memory, clock *
 			admitted[k].Add(1)
 		}
 	})
-	for g := 0; g < spenders; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; i < 2000 || ticked.Load() < 200; i++ {
-				k := (g + i) % keys
-				d, err := m.AllowN(ctx, "key-"+strconv.Itoa(k), p, 1)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if d.Allowed {
-					admitted[k].Add(1)
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	spend(t, ctx, m, p, spenders, admitted[:], func(i int) bool { return i < 2000 || ticked.Load() < 200 })
 	close(stop)
 	bg.Wait()
 	for k := range admitted {
@@ -295,75 +265,30 @@ func TestMemoryNoLostSpend(t *testing.T) {
 			t.Fatal(err)
 		}
 		var admitted [keys]atomic.Int64
-		var wg sync.WaitGroup
 		done := make(chan struct{})
 		var bg sync.WaitGroup
-		bg.Add(3)
-		go func() { // all-or-nothing spends, allowed and denied
-			defer bg.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-done:
-					return
-				default:
-				}
-				k := i % keys
-				other := "pair-" + strconv.Itoa(i)
-				if i%2 == 0 {
-					other = "exhausted"
-				}
-				ds, err := m.AllowAll(ctx, []limit.Request{
-					{Key: "key-" + strconv.Itoa(k), Policy: p, Cost: 1}, {Key: other, Policy: p, Cost: 1}}, nil)
-				if err != nil {
-					t.Error(err)
-				}
-				if limit.Combine(ds).Allowed {
-					admitted[k].Add(1)
-				}
+		untilClosed(&bg, done, func(i int) { // all-or-nothing spends, allowed and denied
+			k := i % keys
+			other := "pair-" + strconv.Itoa(i)
+			if i%2 == 0 {
+				other = "exhausted"
 			}
-		}()
-		go func() { // new keys in the same shards, then gone
-			defer bg.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-done:
-					return
-				default:
-				}
-				k := "filler-" + strconv.Itoa(i)
-				m.AllowN(ctx, k, p, 1)
-				m.Reset(ctx, k, p)
+			ds, err := m.AllowAll(ctx, []limit.Request{
+				{Key: "key-" + strconv.Itoa(k), Policy: p, Cost: 1}, {Key: other, Policy: p, Cost: 1}}, nil)
+			if err != nil {
+				t.Error(err)
 			}
-		}()
-		go func() {
-			defer bg.Done()
-			for {
-				select {
-				case <-done:
-					return
-				default:
-					m.Cleanup()
-				}
+			if limit.Combine(ds).Allowed {
+				admitted[k].Add(1)
 			}
-		}()
-		for g := 0; g < spenders; g++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := 0; i < spends; i++ {
-					k := (g + i) % keys
-					d, err := m.AllowN(ctx, "key-"+strconv.Itoa(k), p, 1)
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					if d.Allowed {
-						admitted[k].Add(1)
-					}
-				}
-			}()
-		}
-		wg.Wait()
+		})
+		untilClosed(&bg, done, func(i int) { // new keys in the same shards, then gone
+			k := "filler-" + strconv.Itoa(i)
+			m.AllowN(ctx, k, p, 1)
+			m.Reset(ctx, k, p)
+		})
+		untilClosed(&bg, done, func(int) { m.Cleanup() })
+		spend(t, ctx, m, p, spenders, admitted[:], func(i int) bool { return i < spends })
 		close(done)
 		bg.Wait()
 		for k := range admitted {
@@ -376,4 +301,46 @@ func TestMemoryNoLostSpend(t *testing.T) {
 			}
 		}
 	}
+}
+
+// untilClosed runs f(0), f(1), ... on a goroutine counted in wg until stop
+// is closed.
+func untilClosed(wg *sync.WaitGroup, stop <-chan struct{}, f func(i int)) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+				f(i)
+			}
+		}
+	}()
+}
+
+// spend runs spenders goroutines that each spend 1 on "key-<k>" for the k
+// of admitted in turn, while more(i) holds, counting each admitted spend,
+// and waits for them.
+func spend(t *testing.T, ctx context.Context, m *limit.Memory, p limit.Policy, spenders int, admitted []atomic.Int64, more func(i int) bool) {
+	var wg sync.WaitGroup
+	for g := 0; g < spenders; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; more(i); i++ {
+				k := (g + i) % len(admitted)
+				d, err := m.AllowN(ctx, "key-"+strconv.Itoa(k), p, 1)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if d.Allowed {
+					admitted[k].Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }

@@ -142,12 +142,13 @@ func (l *loop) renewDue(ctx context.Context, now time.Time) {
 		return
 	}
 	var results []callResult
-	if _, ok := l.r.mgr.(lease.BatchRenewer); ok {
+	b, batch := l.r.mgr.(lease.BatchRenewer)
+	if batch {
 		// Leases that fall due soon go along, so the leases held line up
 		// on one call per renewal round however they were acquired.
 		due = l.table.dueForRenewal(now.Add(l.r.leaseDuration / 3))
 	}
-	if b, ok := l.r.mgr.(lease.BatchRenewer); ok && len(due) > 1 {
+	if batch && len(due) > 1 {
 		results = l.renewBatch(ctx, b, due)
 	} else {
 		results = l.r.each(ctx, due, func(cctx context.Context, p int) error {
@@ -308,8 +309,8 @@ func (l *loop) rebalance(ctx context.Context, wanted, count int, now time.Time) 
 // recovers, instead of the timeouts and retries that would overload it more.
 // A listing of a few milliseconds leaves the pace as it was.
 func (l *loop) paceListings(started time.Time) {
-	took := l.r.clock.Now().Sub(started)
-	if soonest := l.r.clock.Now().Add(listingSpacing * took); l.listAt.Before(soonest) {
+	now := l.r.clock.Now()
+	if soonest := now.Add(listingSpacing * now.Sub(started)); l.listAt.Before(soonest) {
 		l.listAt = soonest
 	}
 }
