@@ -78,6 +78,32 @@ type BatchRenewer interface {
 	RenewBatch(ctx context.Context, partitions []int, owner string, d time.Duration) (results []error, err error)
 }
 
+// BatchAcquirer is implemented by a Manager that can acquire several
+// leases for one owner in one storage transaction. sharing.Resource uses it,
+// when the Manager has it, to take all the partitions a pass wants in one
+// call. Azure's lease table (azureblob.TableLeaseManager) has it.
+type BatchAcquirer interface {
+	// AcquireBatch does what Acquire does for each of partitions, in one
+	// transaction. It returns one result per partition, in the same order:
+	// nil, a ConflictError or a PartitionMissingError, as Acquire would. err
+	// is non-nil when the call itself failed; then results is nil and a
+	// lease may or may not have been granted.
+	AcquireBatch(ctx context.Context, partitions []int, owner string, d time.Duration) (results []error, err error)
+}
+
+// BatchReleaser is implemented by a Manager that can release several leases
+// of one owner in one storage transaction. sharing.Resource uses it, when
+// the Manager has it, to give back all the partitions a pass releases in one
+// call.
+type BatchReleaser interface {
+	// ReleaseBatch does what Release does for each of partitions, in one
+	// transaction. It returns one result per partition, in the same order:
+	// nil, a ConflictError or a PartitionMissingError, as Release would. err
+	// is non-nil when the call itself failed; then results is nil and the
+	// leases are left to expire.
+	ReleaseBatch(ctx context.Context, partitions []int, owner string) (results []error, err error)
+}
+
 // PartitionState is the state of one partition in a Snapshot.
 type PartitionState uint8
 

@@ -130,6 +130,66 @@ func (s suite) renewBatch(t *testing.T) {
 	wantNoError(t, "Renew(1, B) after A's batch renewal", m.Renew(ctx, 1, ownerB, d))
 }
 
+// acquireBatch: a manager that is a lease.BatchAcquirer acquires in one
+// call what Acquire would, partition by partition: free partitions and the
+// owner's own (extended), a conflict for another owner's lease, a
+// missing-partition error past the provisioned ones.
+func (s suite) acquireBatch(t *testing.T) {
+	m := s.provisioned(t, 4)
+	b, ok := m.(lease.BatchAcquirer)
+	if !ok {
+		t.Skip("leasetest: the manager is not a lease.BatchAcquirer")
+	}
+	ctx := s.ctx(t)
+	d := s.opts.LeaseDuration
+	wantNoError(t, "Acquire(1, B)", m.Acquire(ctx, 1, ownerB, d))
+	wantNoError(t, "Acquire(3, A)", m.Acquire(ctx, 3, ownerA, d))
+	results, err := b.AcquireBatch(ctx, []int{0, 1, 3, 9}, ownerA, d)
+	wantNoError(t, "AcquireBatch", err)
+	if len(results) != 4 {
+		t.Fatalf("AcquireBatch of 4 partitions returned %d results", len(results))
+	}
+	wantNoError(t, "AcquireBatch: free 0", results[0])
+	wantConflict(t, "AcquireBatch: B's lease on 1", results[1], 1)
+	wantNoError(t, "AcquireBatch: A's own lease on 3", results[2])
+	var missing lease.PartitionMissingError
+	if !errors.As(results[3], &missing) || missing.Partition != 9 {
+		t.Fatalf("AcquireBatch: partition 9 of 4: %v, want a PartitionMissingError for 9", results[3])
+	}
+	s.wantStates(t, m, "LLFL")
+	wantConflict(t, "Acquire(0, B) after A's batch", m.Acquire(ctx, 0, ownerB, d), 0)
+	wantNoError(t, "Renew(0, A) after A's batch", m.Renew(ctx, 0, ownerA, d))
+	wantNoError(t, "Renew(1, B) after A's batch", m.Renew(ctx, 1, ownerB, d))
+}
+
+// releaseBatch: a manager that is a lease.BatchReleaser releases in one
+// call what Release would: the owner's leases, which are free at once, and
+// a conflict for another owner's lease or a partition never leased.
+func (s suite) releaseBatch(t *testing.T) {
+	m := s.provisioned(t, 4)
+	b, ok := m.(lease.BatchReleaser)
+	if !ok {
+		t.Skip("leasetest: the manager is not a lease.BatchReleaser")
+	}
+	ctx := s.ctx(t)
+	d := s.opts.LeaseDuration
+	wantNoError(t, "Acquire(0, A)", m.Acquire(ctx, 0, ownerA, d))
+	wantNoError(t, "Acquire(1, B)", m.Acquire(ctx, 1, ownerB, d))
+	wantNoError(t, "Acquire(3, A)", m.Acquire(ctx, 3, ownerA, d))
+	results, err := b.ReleaseBatch(ctx, []int{0, 1, 2, 3}, ownerA)
+	wantNoError(t, "ReleaseBatch", err)
+	if len(results) != 4 {
+		t.Fatalf("ReleaseBatch of 4 partitions returned %d results", len(results))
+	}
+	wantNoError(t, "ReleaseBatch: A's lease on 0", results[0])
+	wantConflict(t, "ReleaseBatch: B's lease on 1", results[1], 1)
+	wantConflict(t, "ReleaseBatch: 2, never leased", results[2], 2)
+	wantNoError(t, "ReleaseBatch: A's lease on 3", results[3])
+	s.wantStates(t, m, "FLFF")
+	wantNoError(t, "Acquire(3, C) right after the batch release", m.Acquire(ctx, 3, ownerC, d))
+	wantConflict(t, "Renew(0, A) after releasing it", m.Renew(ctx, 0, ownerA, d), 0)
+}
+
 // releaseOnlyByOwner: another owner cannot release a lease; the lease stays.
 func (s suite) releaseOnlyByOwner(t *testing.T) {
 	m := s.provisioned(t, 2)

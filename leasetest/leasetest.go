@@ -111,6 +111,8 @@ func RunWithOptions(t *testing.T, newManager func(t *testing.T) lease.Manager, o
 		{"AcquireConcurrentDistinct", false, s.acquireDistinct},
 		{"RenewOnlyByOwner", false, s.renewOnlyByOwner},
 		{"RenewBatch", false, s.renewBatch},
+		{"AcquireBatch", false, s.acquireBatch},
+		{"ReleaseBatch", false, s.releaseBatch},
 		{"ReleaseOnlyByOwner", false, s.releaseOnlyByOwner},
 		{"ReleaseFreesAtOnce", false, s.releaseFrees},
 		{"Demands", false, s.demands},

@@ -118,9 +118,7 @@ func (l *loop) release(ctx context.Context, partitions []int, why string) {
 	}
 	l.publishView()
 	l.r.loopCapacity(l.r.Capacity())
-	results := l.r.each(ctx, partitions, func(cctx context.Context, p int) error {
-		return l.r.mgr.Release(cctx, p, l.r.owner)
-	})
+	results := l.releaseCalls(ctx, partitions)
 	for _, res := range results {
 		l.r.stats.releases.Add(1)
 		l.r.emitLoop(ReleasedEvent, res.partition, why, nil)
@@ -149,7 +147,9 @@ func (l *loop) renewDue(ctx context.Context, now time.Time) {
 		due = l.table.dueForRenewal(now.Add(l.r.leaseDuration / 3))
 	}
 	if batch && len(due) > 1 {
-		results = l.renewBatch(ctx, b, due)
+		results = l.batch(ctx, due, func(cctx context.Context, ps []int) ([]error, error) {
+			return b.RenewBatch(cctx, ps, l.r.owner, l.r.leaseDuration)
+		})
 	} else {
 		results = l.r.each(ctx, due, func(cctx context.Context, p int) error {
 			return l.r.mgr.Renew(cctx, p, l.r.owner, l.r.leaseDuration)
@@ -171,18 +171,19 @@ func (l *loop) renewDue(ctx context.Context, now time.Time) {
 	l.publishView()
 }
 
-// renewBatch renews partitions in one call to a lease.BatchRenewer and
-// returns each one's outcome; a failed call is the outcome of every one.
-func (l *loop) renewBatch(ctx context.Context, b lease.BatchRenewer, partitions []int) []callResult {
+// batch makes one call for several partitions to a lease.Manager that
+// takes batches (call), and returns each partition's outcome; a failed call
+// is the outcome of every one.
+func (l *loop) batch(ctx context.Context, partitions []int, call func(ctx context.Context, partitions []int) ([]error, error)) []callResult {
 	cctx, cancel := context.WithTimeout(ctx, l.r.callTimeout())
 	defer cancel()
 	sent := l.r.clock.Now()
 	var errs []error
 	err := l.r.stats.count(guard(func() error {
 		var err error
-		errs, err = b.RenewBatch(cctx, partitions, l.r.owner, l.r.leaseDuration)
+		errs, err = call(cctx, partitions)
 		if err == nil && len(errs) != len(partitions) {
-			err = fmt.Errorf("batcher: lease manager renewed %d leases and answered %d results", len(partitions), len(errs))
+			err = fmt.Errorf("batcher: lease manager was asked about %d leases and answered %d results", len(partitions), len(errs))
 		}
 		return err
 	}))
@@ -199,14 +200,40 @@ func (l *loop) renewBatch(ctx context.Context, b lease.BatchRenewer, partitions 
 	return results
 }
 
+// acquireCalls acquires partitions for this instance: in one call when
+// the manager is a lease.BatchAcquirer and there are several, else one
+// call per partition.
+func (l *loop) acquireCalls(ctx context.Context, partitions []int) []callResult {
+	if b, ok := l.r.mgr.(lease.BatchAcquirer); ok && len(partitions) > 1 {
+		return l.batch(ctx, partitions, func(cctx context.Context, ps []int) ([]error, error) {
+			return b.AcquireBatch(cctx, ps, l.r.owner, l.r.leaseDuration)
+		})
+	}
+	return l.r.each(ctx, partitions, func(cctx context.Context, p int) error {
+		return l.r.mgr.Acquire(cctx, p, l.r.owner, l.r.leaseDuration)
+	})
+}
+
+// releaseCalls releases partitions of this instance: in one call when the
+// manager is a lease.BatchReleaser and there are several, else one call per
+// partition.
+func (l *loop) releaseCalls(ctx context.Context, partitions []int) []callResult {
+	if b, ok := l.r.mgr.(lease.BatchReleaser); ok && len(partitions) > 1 {
+		return l.batch(ctx, partitions, func(cctx context.Context, ps []int) ([]error, error) {
+			return b.ReleaseBatch(cctx, ps, l.r.owner)
+		})
+	}
+	return l.r.each(ctx, partitions, func(cctx context.Context, p int) error {
+		return l.r.mgr.Release(cctx, p, l.r.owner)
+	})
+}
+
 // acquire tries to lease partitions and adds those won to the table.
 func (l *loop) acquire(ctx context.Context, partitions []int) {
 	if len(partitions) == 0 {
 		return
 	}
-	results := l.r.each(ctx, partitions, func(cctx context.Context, p int) error {
-		return l.r.mgr.Acquire(cctx, p, l.r.owner, l.r.leaseDuration)
-	})
+	results := l.acquireCalls(ctx, partitions)
 	for _, res := range results {
 		switch {
 		case res.err == nil:
@@ -367,9 +394,7 @@ func (l *loop) retake(ctx context.Context) {
 			l.forget(p, "lease lost with the store's data")
 		}
 	}
-	results := l.r.each(ctx, mine, func(cctx context.Context, p int) error {
-		return l.r.mgr.Acquire(cctx, p, l.r.owner, l.r.leaseDuration)
-	})
+	results := l.acquireCalls(ctx, mine)
 	for _, res := range results {
 		switch {
 		case res.err == nil:
@@ -409,7 +434,7 @@ func (l *loop) shutdown(ctx context.Context) {
 		unsure = append(unsure, p)
 	}
 	// Best effort: a conflict only means the acquire had not won.
-	l.r.each(cctx, unsure, func(c context.Context, p int) error { return l.r.mgr.Release(c, p, l.r.owner) })
+	l.releaseCalls(cctx, unsure)
 	if l.published > 0 {
 		if err := l.r.stats.count(l.r.mgr.PublishDemand(cctx, l.r.owner, 0, l.r.leaseDuration)); err != nil {
 			l.fail(cctx, "withdraw demand", err)

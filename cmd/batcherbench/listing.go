@@ -13,6 +13,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/costwise/batcher"
+	"github.com/costwise/batcher/azureblob"
 	"github.com/costwise/batcher/redislease"
 	"github.com/redis/go-redis/v9"
 )
@@ -110,6 +111,31 @@ func azureListing(ctx context.Context, serviceURL, name string) (listingCost, er
 		pages++
 	}
 	return listingCost{received: recv.Load(), how: fmt.Sprintf("measured: List Blobs response bodies, %d page(s)", pages)}, nil
+}
+
+// tableListing measures what one Snapshot of the lease table moves: the
+// body of the table blob.
+func tableListing(ctx context.Context, serviceURL, name string) (listingCost, error) {
+	cred, err := container.NewSharedKeyCredential(azuriteAccount, azuriteKey)
+	if err != nil {
+		return listingCost{}, err
+	}
+	var recv atomic.Int64
+	opts := &container.ClientOptions{ClientOptions: policy.ClientOptions{Transport: countingTransport{recv: &recv}}}
+	c, err := container.NewClientWithSharedKeyCredential(strings.TrimRight(serviceURL, "/")+"/"+name, cred, opts)
+	if err != nil {
+		return listingCost{}, err
+	}
+	resp, err := c.NewBlobClient(azureblob.TableBlobName).DownloadStream(ctx, nil)
+	if err != nil {
+		return listingCost{}, err
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return listingCost{}, err
+	}
+	return listingCost{received: recv.Load(), how: "measured: the Get Blob response body of the lease table"}, nil
 }
 
 // countingTransport sends requests with the default HTTP client and counts

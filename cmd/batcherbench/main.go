@@ -50,7 +50,12 @@ var scenarioNames = []string{"throughput", "rate", "latency", "fair", "shared", 
 var longScenarios = []string{"scale"}
 
 // storeNames lists the coordination stores of the shared scenarios.
-var storeNames = []string{"memory", "azurite", "redis"}
+// azurite-table is Azurite with the lease table layout
+// (azureblob.TableLeaseManager); it runs only when named.
+var storeNames = []string{"memory", "azurite", "azurite-table", "redis"}
+
+// defaultStores are the stores run when --stores is not given.
+var defaultStores = []string{"memory", "azurite", "redis"}
 
 // options are the command-line settings.
 type options struct {
@@ -116,7 +121,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	quick := fs.Bool("quick", false, "run every scenario for seconds only (CI mode); the figures are indicative")
 	asJSON := fs.Bool("json", false, "print JSON instead of a Markdown table")
 	scen := fs.String("scenarios", "", "comma-separated scenarios to run: "+strings.Join(scenarioNames, ", ")+" (default: all; all but scale without --quick)")
-	stores := fs.String("stores", strings.Join(storeNames, ","), "comma-separated stores for the shared scenarios: "+strings.Join(storeNames, ", "))
+	stores := fs.String("stores", strings.Join(defaultStores, ","), "comma-separated stores for the shared scenarios: "+strings.Join(storeNames, ", "))
 	scaleN := fs.String("scale-n", "", "scale: comma-separated instance counts (default 4,16,64,128; 16 with --quick)")
 	scaleP := fs.String("scale-p", "", "scale: comma-separated partition counts, 1 to 500 (default 20,100,500; 20 with --quick)")
 	scaleSteady := fs.Duration("scale-steady", 0, "scale: measured time after convergence (default 20s, 70s when N > P; 4s and 6s with --quick)")

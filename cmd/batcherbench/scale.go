@@ -52,7 +52,8 @@ type scaleRun struct {
 	ins     []*instance
 	owners  []string
 	led     *ledger
-	demands []int // partitions each instance asks for
+	counted []requestCounter // each instance's store, when it counts its own requests
+	demands []int            // partitions each instance asks for
 	held    []int // partitions each instance counted at the last sample
 
 	samples, violations int
@@ -64,7 +65,10 @@ type scaleRun struct {
 func startScaleRun(ctx context.Context, ns *namespace, n, p int) (*scaleRun, error) {
 	r := &scaleRun{p: p, led: newLedger(), demands: make([]int, n), held: make([]int, n)}
 	for i := 0; i < n; i++ {
-		in, err := startInstanceOn(ctx, r.led.wrap(ns.newManager()), uint32(p)*sharedFactor)
+		mgr := ns.newManager()
+		rc, _ := mgr.(requestCounter)
+		r.counted = append(r.counted, rc)
+		in, err := startInstanceOn(ctx, r.led.wrap(mgr), uint32(p)*sharedFactor)
 		if err != nil {
 			stopAll(r.ins)
 			return nil, fmt.Errorf("instance %d of %d: %w", i+1, n, err)
@@ -130,9 +134,32 @@ type steadyFigures struct {
 	cpu          time.Duration
 }
 
+// requestCounter is a lease manager that counts the requests it sends to
+// its store; one of its calls may take several (the lease table's read and
+// conditional write, and their retries).
+type requestCounter interface {
+	Requests() (sent, failed uint64)
+}
+
+// storageCalls returns each instance's storage calls and failures so far:
+// the requests its store counted, when it counts them, else its lease
+// manager calls.
+func (r *scaleRun) storageCalls() (calls, fails []uint64) {
+	stats := statsOf(r.ins)
+	calls, fails = make([]uint64, len(stats)), make([]uint64, len(stats))
+	for i, st := range stats {
+		calls[i], fails[i] = st.StorageCalls, st.StorageFailures
+		if i < len(r.counted) && r.counted[i] != nil {
+			calls[i], fails[i] = r.counted[i].Requests()
+		}
+	}
+	return calls, fails
+}
+
 // steady samples for d with bookkeeping buckets of bucket.
 func (r *scaleRun) steady(ctx context.Context, d, bucket time.Duration) steadyFigures {
-	before, cpu0, start := statsOf(r.ins), processCPU(), time.Now()
+	calls0, fails0 := r.storageCalls()
+	cpu0, start := processCPU(), time.Now()
 	f := steadyFigures{log: newHeldLog(r.p, bucket)}
 	tickUntil(ctx, d, scaleSample, func(at time.Duration) bool {
 		r.sample()
@@ -140,11 +167,11 @@ func (r *scaleRun) steady(ctx context.Context, d, bucket time.Duration) steadyFi
 		return true
 	})
 	f.took, f.cpu = time.Since(start), processCPU()-cpu0
-	after := statsOf(r.ins)
-	for i := range after {
-		c := after[i].StorageCalls - before[i].StorageCalls
+	calls1, fails1 := r.storageCalls()
+	for i := range calls1 {
+		c := calls1[i] - calls0[i]
 		f.calls += c
-		f.fails += after[i].StorageFailures - before[i].StorageFailures
+		f.fails += fails1[i] - fails0[i]
 		f.busiest = max(f.busiest, perMinute(c, f.took))
 	}
 	return f

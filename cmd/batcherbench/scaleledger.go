@@ -49,11 +49,19 @@ func newLedger() *ledger {
 // its outcome in l.
 func (l *ledger) wrap(inner lease.Manager) lease.Manager {
 	m := &ledgerManager{Manager: inner, l: l}
-	if b, ok := inner.(lease.BatchRenewer); ok {
-		// Keep the store's one-call renewal visible to the instance.
-		return &ledgerBatchManager{ledgerManager: m, batch: b}
+	b, ok := inner.(lease.BatchRenewer)
+	if !ok {
+		return m
 	}
-	return m
+	// Keep the store's one-call renewal visible to the instance.
+	bm := &ledgerBatchManager{ledgerManager: m, batch: b}
+	a, ok1 := inner.(lease.BatchAcquirer)
+	r, ok2 := inner.(lease.BatchReleaser)
+	if ok1 && ok2 {
+		// And its one-call acquisitions and releases.
+		return &ledgerTableManager{ledgerBatchManager: bm, acquire: a, release: r}
+	}
+	return bm
 }
 
 // granted records a successful acquire (acquired) or renewal of p by owner
@@ -204,4 +212,35 @@ func (m *ledgerBatchManager) RenewBatch(ctx context.Context, partitions []int, o
 		}
 	}
 	return results, nil
+}
+
+// ledgerTableManager is a ledgerBatchManager over a store that also
+// acquires and releases several leases in one call.
+type ledgerTableManager struct {
+	*ledgerBatchManager
+	acquire lease.BatchAcquirer
+	release lease.BatchReleaser
+}
+
+// AcquireBatch passes the call on and records each grant.
+func (m *ledgerTableManager) AcquireBatch(ctx context.Context, partitions []int, owner string, d time.Duration) ([]error, error) {
+	sent := time.Now()
+	results, err := m.acquire.AcquireBatch(ctx, partitions, owner, d)
+	if err != nil || len(results) != len(partitions) {
+		return results, err
+	}
+	for i, p := range partitions {
+		if results[i] == nil {
+			m.l.granted(p, owner, sent, d, true)
+		}
+	}
+	return results, nil
+}
+
+// ReleaseBatch records the releases, then passes the call on.
+func (m *ledgerTableManager) ReleaseBatch(ctx context.Context, partitions []int, owner string) ([]error, error) {
+	for _, p := range partitions {
+		m.l.released(p, owner)
+	}
+	return m.release.ReleaseBatch(ctx, partitions, owner)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/costwise/batcher"
+	"github.com/costwise/batcher/azureblob"
 	"github.com/costwise/batcher/redislease"
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
@@ -55,7 +56,9 @@ func connectStore(ctx context.Context, name string) (*store, error) {
 	case "memory":
 		return memoryStore(), nil
 	case "azurite":
-		return azuriteStore(ctx)
+		return azuriteStore(ctx, false)
+	case "azurite-table":
+		return azuriteStore(ctx, true)
 	case "redis":
 		return redisStore(ctx)
 	}
@@ -78,8 +81,9 @@ func memoryStore() *store {
 }
 
 // azuriteStore uses the Azurite at BATCHER_AZURITE_URL, a container per
-// namespace.
-func azuriteStore(ctx context.Context) (*store, error) {
+// namespace, with a blob per partition or, when table is set, the lease
+// table layout.
+func azuriteStore(ctx context.Context, table bool) (*store, error) {
 	raw := os.Getenv("BATCHER_AZURITE_URL")
 	if raw == "" {
 		return nil, unavailableError{"BATCHER_AZURITE_URL is not set (source scripts/lib/services.sh && services_start)"}
@@ -91,24 +95,49 @@ func azuriteStore(ctx context.Context) (*store, error) {
 	if err := dial(ctx, u.Host); err != nil {
 		return nil, unavailableError{fmt.Sprintf("Azurite at %s does not answer: %v", raw, err)}
 	}
+	name := "azurite"
+	if table {
+		name = "azurite-table"
+	}
 	return &store{
-		name: "azurite",
-		open: func(ctx context.Context) (*namespace, error) { return azuriteNamespace(raw), nil },
+		name: name,
+		open: func(ctx context.Context) (*namespace, error) { return azuriteNamespace(raw, table), nil },
 		shut: func() {},
 	}, nil
 }
 
-func azuriteNamespace(serviceURL string) *namespace {
+func azuriteNamespace(serviceURL string, table bool) *namespace {
 	name := "bb-" + strings.ReplaceAll(uuid.NewString(), "-", "")
 	var mu sync.Mutex
-	var made []*batcher.AzureLeaseManager
+	var made []interface{ CloseIdleConnections() }
+	keep := func(m interface{ CloseIdleConnections() }) {
+		mu.Lock()
+		made = append(made, m)
+		mu.Unlock()
+	}
+	if table {
+		return &namespace{
+			listing: func(ctx context.Context, _ int) (listingCost, error) { return tableListing(ctx, serviceURL, name) },
+			newManager: func() batcher.LeaseManager {
+				m := azureblob.NewTableLeaseManager(azuriteAccount, name).WithServiceURL(serviceURL).WithMasterKey(azuriteKey)
+				keep(m)
+				return m
+			},
+			cleanup: func() {
+				deleteContainer(serviceURL, name)
+				mu.Lock()
+				defer mu.Unlock()
+				for _, m := range made {
+					m.CloseIdleConnections()
+				}
+			},
+		}
+	}
 	return &namespace{
 		listing: func(ctx context.Context, _ int) (listingCost, error) { return azureListing(ctx, serviceURL, name) },
 		newManager: func() batcher.LeaseManager {
 			m := batcher.NewAzureLeaseManager(azuriteAccount, name).WithServiceURL(serviceURL).WithMasterKey(azuriteKey)
-			mu.Lock()
-			made = append(made, m)
-			mu.Unlock()
+			keep(m)
 			return m
 		},
 		cleanup: func() {
