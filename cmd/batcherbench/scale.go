@@ -54,7 +54,7 @@ type scaleRun struct {
 	led     *ledger
 	counted []requestCounter // each instance's store, when it counts its own requests
 	demands []int            // partitions each instance asks for
-	held    []int // partitions each instance counted at the last sample
+	held    []int            // partitions each instance counted at the last sample
 
 	samples, violations int
 	firstViolation      string
