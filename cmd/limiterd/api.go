@@ -17,6 +17,7 @@ import (
 
 	ratelimiterv1 "github.com/costwise/batcher/api/ratelimiter/v1"
 	"github.com/costwise/batcher/envoyrl"
+	"github.com/costwise/batcher/internal/http1"
 	"github.com/costwise/batcher/middleware/httplimit"
 )
 
@@ -69,16 +70,32 @@ func parseTokens(t float64) (int64, error) {
 	return int64(math.Ceil(micro / 1000)), nil
 }
 
-func (s *server) httpHandler() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /limit", s.handleLimit)
-	mux.HandleFunc("GET /health", s.handleHealth)
+// httpServer serves the REST API. POST /limit and POST /json, the calls
+// under load, are served on http1's fast path; everything else, and any
+// request in a form the fast path leaves alone, by net/http through the
+// same handlers.
+func (s *server) httpServer() *http1.Server {
+	limit := http.HandlerFunc(s.handleLimit)
 	json := envoyrl.JSONHandler(s.envoy)
-	mux.Handle("POST /json", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	envoyJSON := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer s.metrics.observe("json", time.Now())
 		json.ServeHTTP(w, r)
-	}))
-	return mux
+	})
+	mux := http.NewServeMux()
+	mux.Handle("POST /limit", limit)
+	mux.HandleFunc("GET /health", s.handleHealth)
+	mux.Handle("POST /json", envoyJSON)
+	return &http1.Server{
+		Handler: mux,
+		Routes: []http1.Route{
+			{Method: http.MethodPost, Path: "/json", Handler: envoyJSON},
+			{Method: http.MethodPost, Path: "/limit", Handler: limit},
+		},
+		ReadHeaderTimeout: 5 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		WriteTimeout:      10 * time.Second,
+		MaxBodyBytes:      64 << 10,
+	}
 }
 
 // limitBody is the JSON body of an allowed POST /limit.

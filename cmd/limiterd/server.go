@@ -20,6 +20,7 @@ import (
 	ratelimiterv1 "github.com/costwise/batcher/api/ratelimiter/v1"
 	"github.com/costwise/batcher/envoyrl"
 	"github.com/costwise/batcher/envoyrl/redisstore"
+	"github.com/costwise/batcher/internal/http1"
 	"github.com/costwise/batcher/middleware/httplimit"
 )
 
@@ -203,7 +204,7 @@ func (s *server) serve(ctx context.Context) error {
 	g := grpc.NewServer(grpc.NumStreamWorkers(streamWorkers), grpc.ForceServerCodecV2(envoyrl.Codec{}))
 	ratelimiterv1.RegisterRateLimiterServer(g, &allowServer{s: s})
 	rlsv3.RegisterRateLimitServiceServer(g, envoyGRPC{s: s})
-	hs := &http.Server{Handler: s.httpHandler(), ReadHeaderTimeout: 5 * time.Second}
+	hs := s.httpServer()
 	var ms *http.Server
 	if s.metricsLn != nil {
 		mux := http.NewServeMux()
@@ -249,7 +250,7 @@ func (s *server) serve(ctx context.Context) error {
 
 // shutdown stops accepting calls and waits for those in flight, up to the
 // shutdown timeout, after which it cuts them.
-func (s *server) shutdown(g *grpc.Server, hs, ms *http.Server) {
+func (s *server) shutdown(g *grpc.Server, hs *http1.Server, ms *http.Server) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.shutdownTimeout)
 	defer cancel()
 	done := make(chan struct{})
