@@ -338,8 +338,8 @@ func (m *TableLeaseManager) change(ctx context.Context, fn func(t *table, lo, hi
 	}
 	m.wmu.Lock()
 	defer m.wmu.Unlock()
-	wait := 2 * time.Millisecond
-	for attempt := 0; ; attempt++ {
+	wait := 4 * time.Millisecond
+	for attempt := 1; ; attempt++ {
 		t, etag, cached := m.cachedTable()
 		if !cached {
 			if t, etag, _, err = m.read(ctx); err != nil {
@@ -381,12 +381,16 @@ func (m *TableLeaseManager) change(ctx context.Context, fn func(t *table, lo, hi
 			return err
 		}
 		m.setCache(nil, "")
-		// Another instance wrote first: read again after a short random
-		// wait, so that many writers do not retry in step.
+		if attempt == maxAttempts {
+			return ContentionError{Container: m.cfg.containerName, Attempts: attempt}
+		}
+		// Another instance wrote first: read again after a random wait
+		// that doubles with each conflict, so that many writers spread out
+		// instead of retrying in step.
 		if err := sleepCtx(ctx, time.Duration(rand.Int64N(int64(wait))+1)); err != nil {
 			return err
 		}
-		wait = min(2*wait, 200*time.Millisecond)
+		wait = min(2*wait, maxBackoff)
 	}
 }
 
@@ -700,6 +704,26 @@ func (t *table) sweep(now time.Time) {
 			delete(t.demands, o)
 		}
 	}
+}
+
+// maxAttempts bounds the writes of one change of the table: past it, other
+// writers keep winning, and the caller's next pass (which backs off) does
+// better than more requests now.
+const maxAttempts = 12
+
+// maxBackoff bounds the random wait after a conflict.
+const maxBackoff = time.Second
+
+// ContentionError is returned by a TableLeaseManager call whose change of
+// the lease table lost to other writers Attempts times in a row. Nothing
+// was changed; the call may be made again.
+type ContentionError struct {
+	Container string
+	Attempts  int
+}
+
+func (e ContentionError) Error() string {
+	return fmt.Sprintf("batcher: azure lease table %s/%s: other instances changed it first %d times in a row", e.Container, TableBlobName, e.Attempts)
 }
 
 // TableError is returned when the lease table blob holds something this

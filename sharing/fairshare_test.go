@@ -1,6 +1,7 @@
 package sharing
 
 import (
+	"math"
 	"math/rand/v2"
 	"reflect"
 	"sort"
@@ -125,5 +126,22 @@ func TestAcquireAndReleaseOrder(t *testing.T) {
 	b := acquireOrder("owner-b", free, 0, 0)
 	if reflect.DeepEqual(a, b) {
 		t.Fatalf("two owners share the preference order %v", a)
+	}
+}
+
+// TestSplitJain checks the index of a few splits against sums done by hand.
+func TestSplitJain(t *testing.T) {
+	for _, c := range []struct {
+		a, r, s int
+		want    float64
+	}{
+		{16, 4, 31, 250000.0 / (16 * (12*961 + 4*1024))},
+		{16, 4, 1, 400.0 / (16 * (12 + 4*4))},
+		{128, 116, 3, 250000.0 / (128 * (12*9 + 116*16))},
+		{4, 0, 25, 1},
+	} {
+		if got := splitJain(c.a, c.r, c.s); math.Abs(got-c.want) > 1e-12 {
+			t.Errorf("splitJain(%d, %d, %d) = %v, want %v", c.a, c.r, c.s, got, c.want)
+		}
 	}
 }

@@ -135,7 +135,10 @@ func (l *loop) release(ctx context.Context, partitions []int, why string) {
 // a conflict is dropped at once; one whose renewal failed otherwise is kept
 // (it may still be ours) and retried until it expires.
 func (l *loop) renewDue(ctx context.Context, now time.Time) {
-	due := l.table.dueForRenewal(now)
+	// A renewal round starts up to a twentieth of the lease early, at
+	// random, so the rounds of instances that acquired together drift apart
+	// instead of meeting at the store every round.
+	due := l.table.dueForRenewal(now.Add(time.Duration(l.r.random() * float64(l.r.leaseDuration/20))))
 	if len(due) == 0 {
 		return
 	}
@@ -327,6 +330,11 @@ func (l *loop) rebalance(ctx context.Context, wanted, count int, now time.Time) 
 	}
 	if len(l.table) >= target {
 		l.handoverUntil = time.Time{}
+	}
+	if l.provision {
+		// The snapshot showed the store lost its data (see noteLoss): the
+		// next pass, which provisions and re-takes, is due at once.
+		l.listAt = now
 	}
 }
 

@@ -350,7 +350,10 @@ func (l *loop) publishDemand(ctx context.Context, w uint32, now time.Time, listi
 		return
 	}
 	l.published = w
-	l.heartbeat = now.Add(l.r.leaseDuration / 3)
+	// A little jitter keeps instances that started together from writing
+	// their heartbeats in step, which a store with one record for all of
+	// them (the Azure lease table) would serialise.
+	l.heartbeat = now.Add(l.r.leaseDuration/3 - time.Duration(l.r.random()*float64(l.r.leaseDuration/30)))
 }
 
 // callTimeout bounds one storage call, so that a hung call cannot hold the

@@ -10,9 +10,14 @@ import (
 
 // TestFairSharesRotate checks that the remainder of an uneven split moves
 // on by R owners each epoch, so that over A epochs every one of A owners gets
-// exactly R extra partitions, whatever the epoch the count starts at.
+// exactly R extra partitions, whatever the epoch the count starts at; and
+// that a split already nearly fair (4 and 3 partitions among 128 owners:
+// Jain 0.9945) stays with the same owners.
 func TestFairSharesRotate(t *testing.T) {
-	for _, c := range []struct{ partitions, owners int }{{20, 128}, {100, 64}, {20, 16}, {500, 128}, {3, 7}} {
+	for _, c := range []struct {
+		partitions, owners int
+		rotates            bool
+	}{{20, 128, true}, {100, 64, true}, {20, 16, true}, {500, 128, false}, {3, 7, true}, {500, 16, false}, {100, 99, false}, {20, 21, true}} {
 		demands := map[string]uint32{}
 		for i := range c.owners {
 			demands[fmt.Sprintf("owner-%03d", i)] = uint32(c.partitions)
@@ -22,8 +27,8 @@ func TestFairSharesRotate(t *testing.T) {
 		extra := map[string]int{}
 		for e := uint64(1000); e < 1000+uint64(c.owners); e++ {
 			shares, rotating := fairShares(c.partitions, demands, e)
-			if rotating != (rem > 0) {
-				t.Fatalf("%d over %d: rotating %v, want %v", c.partitions, c.owners, rotating, rem > 0)
+			if rotating != c.rotates {
+				t.Fatalf("%d over %d: rotating %v, want %v", c.partitions, c.owners, rotating, c.rotates)
 			}
 			total := 0
 			for o, n := range shares {
@@ -38,8 +43,16 @@ func TestFairSharesRotate(t *testing.T) {
 			}
 		}
 		for o := range demands {
-			if extra[o] != rem {
-				t.Fatalf("%d over %d: %s got the extra partition %d times in %d epochs, want %d", c.partitions, c.owners, o, extra[o], c.owners, rem)
+			want := rem
+			if !c.rotates {
+				// The same owners every epoch.
+				want = extra[o] / c.owners * c.owners
+				if extra[o] != 0 && extra[o] != c.owners {
+					t.Fatalf("%d over %d without rotation: %s got the extra partition in %d of %d epochs, want all or none", c.partitions, c.owners, o, extra[o], c.owners)
+				}
+			}
+			if extra[o] != want {
+				t.Fatalf("%d over %d: %s got the extra partition %d times in %d epochs, want %d", c.partitions, c.owners, o, extra[o], c.owners, want)
 			}
 		}
 	}
