@@ -27,7 +27,7 @@ import (
 // Configure it with the With* methods before Provision; they are not safe
 // for concurrent use. Every other method is safe for concurrent use.
 type SharedResource struct {
-	mgr           *LeaseManager
+	mgr           *LeaseManager // the store's configuration and client
 	shared        *sharing.Resource
 	leaseDuration time.Duration
 	provisioned   bool // With methods change nothing once set
@@ -43,6 +43,21 @@ func NewSharedResource(accountName, containerName string, sharedCapacity uint32)
 	mgr := NewLeaseManager(accountName, containerName)
 	return &SharedResource{
 		mgr:           mgr,
+		shared:        sharing.New(mgr, sharedCapacity).WithLeaseDuration(sharing.DefaultLeaseDuration),
+		leaseDuration: sharing.DefaultLeaseDuration,
+	}
+}
+
+// NewTableSharedResource returns a shared resource like NewSharedResource
+// does, kept in the lease table layout: one blob in the container holds
+// every lease and demand (see TableLeaseManager), so that an instance's
+// storage calls stay flat however many partitions it holds. Every instance
+// sharing the container must use the same layout. The defaults and the
+// configuration are those of NewSharedResource.
+func NewTableSharedResource(accountName, containerName string, sharedCapacity uint32) *SharedResource {
+	mgr := NewTableLeaseManager(accountName, containerName)
+	return &SharedResource{
+		mgr:           mgr.cfg,
 		shared:        sharing.New(mgr, sharedCapacity).WithLeaseDuration(sharing.DefaultLeaseDuration),
 		leaseDuration: sharing.DefaultLeaseDuration,
 	}

@@ -28,7 +28,18 @@ import (
 // the test ends.
 func newAzureResource(t *testing.T, serviceURL, container string, shared uint32) (*azureblob.SharedResource, *batchertest.Recorder) {
 	t.Helper()
-	r := azureblob.NewSharedResource(azuriteAccount, container, shared).
+	return newAzureResourceLayout(t, serviceURL, container, shared, false)
+}
+
+// newAzureResourceLayout is newAzureResource with a blob per partition or,
+// when table is set, the lease table layout.
+func newAzureResourceLayout(t *testing.T, serviceURL, container string, shared uint32, table bool) (*azureblob.SharedResource, *batchertest.Recorder) {
+	t.Helper()
+	newResource := azureblob.NewSharedResource
+	if table {
+		newResource = azureblob.NewTableSharedResource
+	}
+	r := newResource(azuriteAccount, container, shared).
 		WithServiceURL(serviceURL).
 		WithMasterKey(azuriteKey)
 	rec := batchertest.NewRecorder()

@@ -13,15 +13,26 @@ import (
 // partitions on an Azurite of the test's own, kills it and starts it again
 // empty while their leases are valid: the instances never count more than
 // the shared capacity between them, and within 2 s of the store answering
-// again at least 90 % of the partitions are leased again.
+// again at least 90 % of the partitions are leased again. It runs for both
+// layouts.
 func TestAzureWipeNoOverUse(t *testing.T) {
 	t.Parallel()
+	for _, layout := range []string{"blobs", "table"} {
+		t.Run(layout, func(t *testing.T) {
+			t.Parallel()
+			testWipeNoOverUse(t, layout == "table")
+		})
+	}
+}
+
+// testWipeNoOverUse is TestAzureWipeNoOverUse for one layout.
+func testWipeNoOverUse(t *testing.T, table bool) {
 	azurite := newAzuriteProcess(t)
 	container := uniqueContainer()
 	const shared, factor, leaseFor = 20000, 1000, 30 * time.Second
 	var ins []*azureblob.SharedResource
 	for i := 0; i < 3; i++ {
-		r, _ := newAzureResource(t, azurite.url(), container, shared)
+		r, _ := newAzureResourceLayout(t, azurite.url(), container, shared, table)
 		// 30-s leases outlast a slow restart of Azurite on a busy machine.
 		r.WithFactor(factor).WithMaxInterval(200).WithLeaseDuration(leaseFor)
 		startResource(t, r, shared)
@@ -47,7 +58,10 @@ func TestAzureWipeNoOverUse(t *testing.T) {
 	if held < 18 {
 		t.Fatalf("only %d partitions still valid when Azurite answered again, %v after it was killed", held, answered.Sub(killed))
 	}
-	probe := azuriteManagerFor(t, azurite.url(), container)
+	var probe lease.Manager = azuriteManagerFor(t, azurite.url(), container)
+	if table {
+		probe = newAzuriteTable(t, azurite.url(), container)
+	}
 	var worst uint32
 	back90 := time.Duration(-1)
 	for time.Since(answered) < 12*time.Second {
