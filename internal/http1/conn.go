@@ -138,10 +138,21 @@ func (c *conn) next() (parseResult, error) {
 	}
 	for {
 		res := parse(c.buf[c.r:c.w], c.srv.routes, c.lim, c.afterPost, &c.parsed)
+		if res == handOff && c.served && c.w-c.r < 4 {
+			// After a first request net/http waits for 4 bytes
+			// before it reads the next: so does the hand-off.
+			res = needMore
+		}
 		if res != needMore {
 			return res, nil
 		}
 		if err := c.fill(); err != nil {
+			// The client ended a request half-way: net/http answers
+			// that, unless fewer than 4 bytes came after an earlier
+			// request (it waits for 4 before reading the next one).
+			if err == io.EOF && (!c.served || c.w-c.r >= 4) {
+				return handOff, nil
+			}
 			return 0, err
 		}
 	}
@@ -202,7 +213,8 @@ func (c *conn) handOff() {
 	}
 	c.deadline.Store(0)
 	c.srv.forget(c)
-	pending := append([]byte(nil), c.buf[c.r:c.w]...)
+	// net/http would have skipped the same stray CR/LF after a POST.
+	pending := append([]byte(nil), c.buf[c.r+c.parsed.skip:c.w]...)
 	c.srv.handoff.give(&replayConn{Conn: c.rwc, pending: pending})
 }
 
@@ -252,6 +264,8 @@ func (c *conn) serveOne() bool {
 	rt.Handler.ServeHTTP(&c.resp, &c.req)
 	c.body = body{}
 	closeAfter := p.close || c.srv.closing.Load() || c.resp.wantsClose()
+	// The writer sends what fills it: under the write deadline too.
+	c.deadline.Store(c.srv.timeoutAt(c.srv.WriteTimeout))
 	c.resp.finish(c.bw, closeAfter)
 	return !closeAfter
 }

@@ -27,7 +27,8 @@ const (
 // request was parsed from.
 type request struct {
 	route   *Route
-	hdrLen  int // bytes of the request line and header, with leading CR/LF skipped after a POST
+	skip    int // leading CR/LF bytes skipped after a POST
+	hdrLen  int // bytes of the request line and header, skipped bytes included
 	bodyLen int
 	host    []byte
 	close   bool // Connection: close
@@ -58,6 +59,7 @@ func parse(b []byte, routes []Route, lim limits, afterPost bool, req *request) p
 			return needMore
 		}
 	}
+	req.skip = skip
 	i := skip
 	line, next, res := nextLine(b, i, lim.maxHeader+skip)
 	if res != ready {

@@ -28,9 +28,12 @@
 // returns; it does not implement [http.Flusher] or [http.Hijacker], and
 // trailers are not sent. The [http.Request] it gets is reused for the
 // connection's next request, so it must not be kept after the handler
-// returns (net/http asks the same of the ResponseWriter). Routes are meant
-// for handlers that answer small bodies at once, as rate limit decisions
-// do.
+// returns (net/http asks the same of the ResponseWriter). Its context is
+// the connection's, ended when the connection closes, not when the client
+// goes away during the handler (net/http notices that with a read it keeps
+// pending during the handler, one of the costs saved here). Routes are
+// meant for handlers that answer small bodies at once, as rate limit
+// decisions do.
 package http1
 
 import (
@@ -375,4 +378,14 @@ func (c *replayConn) Read(p []byte) (int, error) {
 		return n, nil
 	}
 	return c.Conn.Read(p)
+}
+
+// CloseWrite closes the connection's sending side, as net/http does
+// before closing a connection whose request it did not read to the end, so
+// that its last answer is not lost to a reset.
+func (c *replayConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
 }
