@@ -3,7 +3,6 @@ package http1
 import (
 	"bufio"
 	"context"
-	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -65,9 +64,6 @@ func (s *Server) timeoutAt(d time.Duration) int64 {
 	return 0
 }
 
-// errHandedOff ends a connection's loop once net/http has it.
-var errHandedOff = errors.New("connection handed to net/http")
-
 func (c *conn) serve() {
 	handedOff := false
 	defer func() {
@@ -90,9 +86,6 @@ func (c *conn) serve() {
 	for {
 		res, err := c.next()
 		if err != nil {
-			if err == errHandedOff {
-				handedOff = true
-			}
 			return
 		}
 		if res != ready {

@@ -358,6 +358,23 @@ func TestTimeouts(t *testing.T) {
 	}
 }
 
+func TestWriteTimeout(t *testing.T) {
+	const size = 16 << 20
+	ts := newTestServer(t, func(s *Server) {
+		s.WriteTimeout = 200 * time.Millisecond
+		s.Routes = append(s.Routes, Route{Method: "POST", Path: "/big", Handler: http.HandlerFunc(
+			func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(make([]byte, size)) })})
+	})
+	c := ts.dial(t)
+	c.send(post("/big", ""))
+	// The client does not read: the server gives up on the write.
+	time.Sleep(time.Second)
+	n, _ := io.Copy(io.Discard, c.br)
+	if n >= size {
+		t.Fatalf("read %d bytes: the whole answer, from a server that should have closed", n)
+	}
+}
+
 func TestShutdown(t *testing.T) {
 	ts := newTestServer(t, nil)
 	idle := ts.dial(t)
