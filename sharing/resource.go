@@ -169,7 +169,9 @@ func (r *Resource) WithLeaseDuration(d time.Duration) *Resource {
 // N of them get one partition more than the others; with more instances
 // than partitions, R = P and most instances get none. Every period the extra
 // partitions move on to the next R instances in owner order, so that over
-// N/R periods each instance gets its fair share of capacity-seconds. The
+// N/R periods each instance gets its fair share of capacity-seconds. A
+// split whose shares are fair enough as they stand (Jain's index at least
+// 0.99, nobody with nothing) keeps its extra partitions where they are. The
 // boundaries are multiples of the period since the Unix epoch by each
 // instance's clock, so clocks should agree to within a few milliseconds
 // (NTP); a difference only delays a hand-over, it never lets two instances
