@@ -37,15 +37,19 @@
 //     partitions do not divide evenly (R of them left over among the A
 //     instances that want more, and with more instances than partitions R is
 //     every partition), the R extra partitions go to R consecutive instances
-//     in owner order, and move on to the next R every rotation period
-//     (WithRotation, 3 s by default, boundaries at multiples of it since the
-//     Unix epoch): over A/R periods every instance gets its share of
-//     capacity-seconds. A split that is already fair as it stands (Jain's
-//     index of the shares at least 0.99, and nobody left with nothing: 3 and
-//     4 partitions, say) does not rotate, which saves the release and the
-//     acquisition every moved partition costs. At a boundary each instance recomputes the shares
-//     from the demands it last read, without a storage call; those that lose
-//     a partition release it at once, those that gain list 5 ms later and
+//     in owner order, and move on by one instance every rotation period / R
+//     (WithRotation, 3 s by default; epochs of at least 100 ms counted from
+//     the Unix epoch), so that each instance keeps an extra partition for a
+//     period, the hand-overs come one at a time rather than all at once (a
+//     store that serialises writes, such as Azure's lease table, serves them
+//     without contention), and over A/R periods every instance gets its
+//     share of capacity-seconds. A split that is already fair as it stands
+//     (Jain's index of the shares at least 0.99, and nobody left with
+//     nothing: 3 and 4 partitions, say) does not rotate, which saves the
+//     release and the acquisition every moved partition costs. At an epoch's
+//     boundary the two instances whose shares change recompute them
+//     from the demands they last read, without a storage call; the one that
+//     loses a partition releases it at once, the one that gains lists 5 ms later and
 //     take disjoint places among the freed partitions, listing again after
 //     waits that double from 10 ms while they are not yet free (for up to
 //     half a second). With more instances than partitions (every share a

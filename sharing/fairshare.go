@@ -27,38 +27,50 @@ func splitJain(a, r, s int) float64 {
 // fairness: no owner gets more than it asks for, and the partitions left by
 // owners that ask for little are split evenly among the rest. When an even
 // split leaves a remainder of R partitions among A unsatisfied owners, one
-// extra partition goes to each of R owners taken in ascending owner order
-// from a place that epoch moves on by R, wrapping around: consecutive
-// epochs give the extra partitions to consecutive owners, so over A epochs
-// every owner gets its R/A of them (with more owners than partitions, R is
-// every partition and the owners take turns). The remainder stays with the
-// first R owners, whatever the epoch, when the split is already nearly
-// fair (see rotationJain). rotating reports whether the shares change with
-// the epoch.
-// The result depends only on the arguments, so every instance that reads
-// the same demands at the same epoch computes the same shares without
-// talking to the others. Owners asking for zero get no entry.
+// extra partition goes to each of R consecutive owners in ascending owner
+// order, from a place that moves on by one owner each epoch, wrapping
+// around: each epoch one owner hands an extra partition to the next, and
+// over A epochs every owner gets R of them (with more owners than
+// partitions, R is every partition and the owners take turns). The
+// remainder stays with the first R owners, whatever the epoch, when the
+// split is already nearly fair (see rotationJain). rotating reports whether
+// the shares change with the epoch. The result depends only on the
+// arguments, so every instance that reads the same demands at the same
+// epoch computes the same shares without talking to the others. Owners
+// asking for zero get no entry.
 func fairShares(partitions int, demands map[string]uint32, epoch uint64) (shares map[string]int, rotating bool) {
+	shares, active, remaining := evenSplit(partitions, demands)
+	if remaining == 0 {
+		return shares, false
+	}
+	// Fewer partitions left than owners still wanting: hand them out one
+	// each, in owner order from the epoch's place, which every instance
+	// agrees on.
+	n := uint64(len(active))
+	var from uint64
+	rotating = rotates(active, remaining, shares)
+	if rotating {
+		from = epoch % n
+	}
+	for i := range remaining {
+		shares[active[(from+uint64(i))%n]]++
+	}
+	return shares, rotating
+}
+
+// evenSplit gives every owner in demands what max-min fairness gives it in
+// whole partitions before any remainder: the shares, the owners that still
+// want more (in ascending order, all with the same share) and how many
+// partitions are left for them, fewer than there are of them.
+func evenSplit(partitions int, demands map[string]uint32) (shares map[string]int, active []string, remaining int) {
 	owners := sortedOwners(demands)
 	shares = make(map[string]int, len(owners))
-	remaining := partitions
-	active := owners
+	remaining = partitions
+	active = owners
 	for len(active) > 0 && remaining > 0 {
 		level := remaining / len(active)
 		if level == 0 {
-			// Fewer partitions left than owners still wanting: hand them
-			// out one each, in owner order from the epoch's place, which
-			// every instance agrees on.
-			n := uint64(len(active))
-			var from uint64
-			rotating = shares[active[0]] == 0 || splitJain(len(active), remaining, shares[active[0]]) < rotationJain
-			if rotating {
-				from = (epoch % n) * uint64(remaining) % n
-			}
-			for i := range remaining {
-				shares[active[(from+uint64(i))%n]]++
-			}
-			break
+			return shares, active, remaining
 		}
 		next := active[:0:0]
 		for _, o := range active {
@@ -71,7 +83,53 @@ func fairShares(partitions int, demands map[string]uint32, epoch uint64) (shares
 		}
 		active = next
 	}
-	return shares, rotating
+	return shares, nil, 0
+}
+
+// rotates reports whether remaining extra partitions among active owners
+// (whose shares are equal) rotate: when one of them would get nothing, or
+// the split is not fair enough as it stands (see rotationJain).
+func rotates(active []string, remaining int, shares map[string]int) bool {
+	s := shares[active[0]]
+	return s == 0 || splitJain(len(active), remaining, s) < rotationJain
+}
+
+// rotatingExtras returns how many extra partitions rotate among the owners
+// when partitions are shared by demands: R when the split rotates, else 0.
+func rotatingExtras(partitions int, demands map[string]uint32) int {
+	shares, active, remaining := evenSplit(partitions, demands)
+	if remaining == 0 || !rotates(active, remaining, shares) {
+		return 0
+	}
+	return remaining
+}
+
+// nextTurn returns the first epoch after epoch at which owner's share
+// changes as the remainder rotates (see fairShares), or false when it does
+// not change while the demands stay the same.
+func nextTurn(owner string, partitions int, demands map[string]uint32, epoch uint64) (uint64, bool) {
+	shares, active, remaining := evenSplit(partitions, demands)
+	if remaining == 0 || !rotates(active, remaining, shares) {
+		return 0, false
+	}
+	j, found := slices.BinarySearch(active, owner)
+	if !found {
+		return 0, false
+	}
+	n := uint64(len(active))
+	from := epoch % n
+	// owner has an extra partition while (j - from) mod n < remaining: it
+	// gains one when from reaches j-remaining+1 and loses it at j+1.
+	after := func(target uint64) uint64 {
+		d := (target + n - from) % n
+		if d == 0 {
+			d = n
+		}
+		return d
+	}
+	gain := after((uint64(j) + n - uint64(remaining) + 1) % n)
+	loss := after((uint64(j) + 1) % n)
+	return epoch + min(gain, loss), true
 }
 
 // gainRange returns the places [lo, hi) that owner takes among the

@@ -289,7 +289,7 @@ func (l *loop) rebalance(ctx context.Context, wanted, count int, now time.Time) 
 	handover := now.Before(l.handoverUntil)
 	promised := l.share
 	l.demands = demands
-	l.applyShares(count, demands, l.r.epochAt(now))
+	l.applyShares(count, demands, now)
 	target := min(wanted, l.share)
 	if handover && l.keepTurn {
 		// The losers gave up their turns by the shares of the boundary;

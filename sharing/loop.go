@@ -36,6 +36,9 @@ type loop struct {
 	// Rotation of the remainder partitions (see fairShares and rotate).
 	shares        map[string]int // every owner's share, as last computed
 	epoch         uint64         // the rotation epoch of shares
+	extras        int            // partitions that rotate under shares (see epochLength)
+	turnAt        uint64         // the next epoch at which this instance's share changes,
+	turns         bool           // if it changes at all while the demands stay the same
 	rotating      bool           // shares had a remainder that rotates
 	gainLo        int            // places [gainLo, gainHi) among the partitions
 	gainHi        int            // freed by the last rotation, while handing over
@@ -149,10 +152,14 @@ func (l *loop) damp(raw int, now time.Time) int {
 }
 
 // applyShares computes every owner's fair share of count partitions from
-// demands at epoch, and this instance's share and home range.
-func (l *loop) applyShares(count int, demands map[string]uint32, epoch uint64) {
+// demands at the rotation epoch of now, and this instance's share and home
+// range.
+func (l *loop) applyShares(count int, demands map[string]uint32, now time.Time) {
 	computed := l.shares != nil
+	l.extras = rotatingExtras(count, demands)
+	epoch := l.r.epochAt(now, l.extras)
 	l.shares, l.rotating = fairShares(count, demands, epoch)
+	l.turnAt, l.turns = nextTurn(l.r.owner, count, demands, epoch)
 	l.keepTurn = computed && l.rotating && epoch == l.epoch && takingTurns(l.shares)
 	l.epoch = epoch
 	l.share = l.shares[l.r.owner]
@@ -201,12 +208,11 @@ func (l *loop) rotate(wanted, count int, now time.Time) {
 	if !l.rotating || l.demands == nil || wanted == 0 || l.r.rotation <= 0 {
 		return
 	}
-	epoch := l.r.epochAt(now)
-	if epoch == l.epoch {
+	if l.r.epochAt(now, l.extras) == l.epoch {
 		return
 	}
 	before := l.shares
-	l.applyShares(count, l.demands, epoch)
+	l.applyShares(count, l.demands, now)
 	l.r.stats.share.Store(int64(l.share))
 	if lo, hi := gainRange(l.r.owner, before, l.shares); hi > lo && wanted > len(l.table) {
 		l.gainLo, l.gainHi = lo, hi
@@ -248,7 +254,9 @@ func (l *loop) finishPass(wanted int, now time.Time) (time.Time, bool) {
 		}
 	}
 	if l.rotating && wanted > 0 && l.r.rotation > 0 {
-		if at := l.r.epochStart(l.epoch + 1); at.Before(next) {
+		// Only the epochs at which this instance's own share changes need a
+		// pass; the others hand their extra partitions on among themselves.
+		if at := l.r.epochStart(l.turnAt, l.extras); l.turns && at.Before(next) {
 			next = at
 		}
 	}

@@ -167,12 +167,15 @@ func (r *Resource) WithLeaseDuration(d time.Duration) *Resource {
 // among the instances stay with the same ones (default 3 s). When P
 // partitions are shared by instances that all want more than P/N, R = P mod
 // N of them get one partition more than the others; with more instances
-// than partitions, R = P and most instances get none. Every period the extra
-// partitions move on to the next R instances in owner order, so that over
-// N/R periods each instance gets its fair share of capacity-seconds. A
+// than partitions, R = P and most instances get none. The extra partitions
+// move on by one instance in owner order every period / R (at least 100 ms:
+// when more than period / 100 ms partitions rotate, each stays longer), so
+// that each instance keeps one for a period, the hand-overs are spread one
+// at a time over the period, and over N/R periods each instance gets its
+// fair share of capacity-seconds. A
 // split whose shares are fair enough as they stand (Jain's index at least
 // 0.99, nobody with nothing) keeps its extra partitions where they are. The
-// boundaries are multiples of the period since the Unix epoch by each
+// boundaries are multiples of period / R since the Unix epoch by each
 // instance's clock, so clocks should agree to within a few milliseconds
 // (NTP); a difference only delays a hand-over, it never lets two instances
 // count one partition. Each hand-over leaves a partition idle for a few
@@ -191,18 +194,36 @@ func (r *Resource) WithRotation(period time.Duration) *Resource {
 	return r
 }
 
-// epochAt returns the rotation epoch that now falls in: the number of
-// whole rotation periods since the Unix epoch, or zero without rotation.
-func (r *Resource) epochAt(now time.Time) uint64 {
-	if r.rotation <= 0 {
+// minEpoch is the shortest rotation epoch: at most ten hand-overs a second.
+const minEpoch = 100 * time.Millisecond
+
+// epochLength returns the length of a rotation epoch when extras
+// partitions rotate: the rotation period divided among them, so that each
+// stays with an instance for one period and the hand-overs come one at a
+// time, evenly spread, but no shorter than minEpoch. At the default 3 s and
+// 20 partitions rotating that is 150 ms. Zero means no rotation.
+func (r *Resource) epochLength(extras int) time.Duration {
+	if r.rotation <= 0 || extras <= 0 {
 		return 0
 	}
-	return uint64(now.UnixNano()) / uint64(r.rotation)
+	return max(r.rotation/time.Duration(extras), minEpoch)
 }
 
-// epochStart returns when rotation epoch e begins.
-func (r *Resource) epochStart(e uint64) time.Time {
-	return time.Unix(0, int64(e*uint64(r.rotation)))
+// epochAt returns the rotation epoch that now falls in when extras
+// partitions rotate: the number of whole epochs since the Unix epoch, or
+// zero without rotation.
+func (r *Resource) epochAt(now time.Time, extras int) uint64 {
+	d := r.epochLength(extras)
+	if d <= 0 {
+		return 0
+	}
+	return uint64(now.UnixNano()) / uint64(d)
+}
+
+// epochStart returns when rotation epoch e begins when extras partitions
+// rotate.
+func (r *Resource) epochStart(e uint64, extras int) time.Time {
+	return time.Unix(0, int64(e*uint64(r.epochLength(extras))))
 }
 
 // WithClock sets the clock for lease timing and the loop's timers (default

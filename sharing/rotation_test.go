@@ -9,7 +9,7 @@ import (
 )
 
 // TestFairSharesRotate checks that the remainder of an uneven split moves
-// on by R owners each epoch, so that over A epochs every one of A owners gets
+// on by one owner each epoch, so that over A epochs every one of A owners gets
 // exactly R extra partitions, whatever the epoch the count starts at; and
 // that a split already nearly fair (4 and 3 partitions among 128 owners:
 // Jain 0.9945) stays with the same owners.
@@ -298,5 +298,43 @@ func TestSharedChurnLosesLittle(t *testing.T) {
 				t.Errorf("lost %.2f%% of the partition-seconds under churn, want at most 2%%", 100*lost)
 			}
 		})
+	}
+}
+
+// TestNextTurnMatchesShares checks nextTurn against fairShares epoch by
+// epoch: the share of each owner stays the same until the epoch nextTurn
+// names, and changes there.
+func TestNextTurnMatchesShares(t *testing.T) {
+	for _, c := range []struct{ partitions, owners int }{{20, 128}, {100, 64}, {20, 16}, {3, 7}, {5, 6}} {
+		demands := map[string]uint32{}
+		for i := range c.owners {
+			demands[fmt.Sprintf("owner-%03d", i)] = uint32(c.partitions)
+		}
+		for i := 0; i < c.owners; i += 5 {
+			o := fmt.Sprintf("owner-%03d", i)
+			for e := uint64(500); e < 500+uint64(c.owners); e += 7 {
+				next, ok := nextTurn(o, c.partitions, demands, e)
+				if !ok {
+					t.Fatalf("%d over %d: nextTurn(%s, epoch %d) says the share never changes", c.partitions, c.owners, o, e)
+				}
+				now, _ := fairShares(c.partitions, demands, e)
+				for k := e + 1; k < next; k++ {
+					if s, _ := fairShares(c.partitions, demands, k); s[o] != now[o] {
+						t.Fatalf("%d over %d: %s's share changes at epoch %d, before %d that nextTurn named", c.partitions, c.owners, o, k, next)
+					}
+				}
+				if s, _ := fairShares(c.partitions, demands, next); s[o] == now[o] {
+					t.Fatalf("%d over %d: %s's share does not change at epoch %d that nextTurn named", c.partitions, c.owners, o, next)
+				}
+			}
+		}
+	}
+	// A split that does not rotate has no turns.
+	demands := map[string]uint32{}
+	for i := range 16 {
+		demands[fmt.Sprintf("owner-%03d", i)] = 500
+	}
+	if _, ok := nextTurn("owner-003", 500, demands, 3); ok {
+		t.Fatal("nextTurn names a turn for 500 partitions over 16 owners, which do not rotate (31 and 32)")
 	}
 }
