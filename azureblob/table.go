@@ -323,11 +323,13 @@ func (m *TableLeaseManager) adjustTrust(ok bool) {
 // write.
 var errNoChange = errors.New("no change")
 
-// change applies fn to the current table and writes the result, retrying
-// on a conflict with another writer until ctx ends. fn gets a copy of the
-// table (nil when there is none: it may create one) and the bounds of the
-// service's time now; it returns errNoChange when nothing is to be written,
-// and any other error to give up. It returns the table as written.
+// change applies fn to the current table and writes the result over it,
+// conditional on its ETag: when another writer changed the table first, it
+// reads it again and retries after a random wait that doubles each time, up
+// to maxAttempts writes (then a ContentionError) or until ctx ends. fn gets
+// a copy of the table (nil when there is none: it may create one) and the
+// bounds of the service's time now; it returns errNoChange when nothing is
+// to be written, and any other error to give up. fn may run several times.
 func (m *TableLeaseManager) change(ctx context.Context, fn func(t *table, lo, hi time.Time) (*table, error)) error {
 	if err := ctx.Err(); err != nil {
 		return err
