@@ -58,6 +58,7 @@ func main() {
 type options struct {
 	config, httpAddr, grpcAddr, metricsAddr, rules string
 	logFormat, logLevel                            string
+	grpcServer                                     string // grpcServerLean or grpcServerGo
 	rulesInterval, shutdownTimeout                 time.Duration
 	metricsSet                                     bool // --metrics-addr was given
 }
@@ -71,6 +72,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.grpcAddr, "grpc-addr", ":8081", "gRPC `address`: ratelimiter.v1 and Envoy's RateLimitService")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", ":9091", "Prometheus /metrics `address`; empty disables")
 	fs.StringVar(&o.rules, "rules", "", "`directory` of Envoy rate limit rule files, reloaded when they change")
+	fs.StringVar(&o.grpcServer, "grpc-server", grpcServerLean, "gRPC server: lean (limiterd's own, unary calls over h2c) or grpc-go")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.DurationVar(&o.rulesInterval, "rules-interval", time.Second, "how often the rule directory is checked for changes")
@@ -85,6 +87,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.logFormat != "text" && o.logFormat != "json" {
 		return o, fmt.Errorf("limiterd: --log-format must be text or json, not %q", o.logFormat)
 	}
+	if o.grpcServer != grpcServerLean && o.grpcServer != grpcServerGo {
+		return o, fmt.Errorf("limiterd: --grpc-server must be lean or grpc-go, not %q", o.grpcServer)
+	}
 	if _, err := parseLevel(o.logLevel); err != nil {
 		return o, err
 	}
@@ -93,6 +98,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	return o, nil
 }
+
+// The values of --grpc-server.
+const (
+	grpcServerLean = "lean"
+	grpcServerGo   = "grpc-go"
+)
 
 func parseLevel(s string) (slog.Level, error) {
 	var l slog.Level

@@ -115,6 +115,11 @@ func start(t *testing.T, config string, extra ...string) *proc {
 	if config != "" {
 		args = append(args, "--config", writeFile(t, t.TempDir(), "limiterd.yaml", config))
 	}
+	// LIMITERD_TEST_GRPC_SERVER=grpc-go runs every test against grpc-go's
+	// server instead of the default.
+	if v := os.Getenv("LIMITERD_TEST_GRPC_SERVER"); v != "" {
+		args = append(args, "--grpc-server", v)
+	}
 	p.cmd = exec.Command(self(t), append(args, extra...)...)
 	p.cmd.Env = append(os.Environ(), "LIMITERD_TEST_MAIN=1")
 	p.cmd.Stderr = p.stderr

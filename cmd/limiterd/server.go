@@ -21,6 +21,7 @@ import (
 	"github.com/costwise/batcher/envoyrl"
 	"github.com/costwise/batcher/envoyrl/redisstore"
 	"github.com/costwise/batcher/internal/http1"
+	"github.com/costwise/batcher/internal/unarygrpc"
 	"github.com/costwise/batcher/middleware/httplimit"
 )
 
@@ -191,6 +192,26 @@ func (s *server) close() {
 // idle workers take a few kilobytes each.
 const streamWorkers = 256
 
+// grpcServer is what limiterd needs of a gRPC server: grpc-go's, or
+// unarygrpc's lean one.
+type grpcServer interface {
+	grpc.ServiceRegistrar
+	Serve(net.Listener) error
+	GracefulStop()
+	Stop()
+}
+
+// grpcServer makes the gRPC server --grpc-server names. Both read Envoy's
+// requests and write their answers with envoyrl.Codec (a third less CPU
+// than the protobuf library for them), which leaves the other messages to
+// gRPC's default codec.
+func (s *server) grpcServer() grpcServer {
+	if s.opts.grpcServer == grpcServerGo {
+		return grpc.NewServer(grpc.NumStreamWorkers(streamWorkers), grpc.ForceServerCodecV2(envoyrl.Codec{}))
+	}
+	return &unarygrpc.Server{Codec: envoyrl.Codec{}, Workers: streamWorkers}
+}
+
 // serve runs every server until ctx ends, then stops them gracefully within
 // the shutdown timeout. A server that fails stops the others.
 func (s *server) serve(ctx context.Context) error {
@@ -198,10 +219,7 @@ func (s *server) serve(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	// envoyrl.Codec reads Envoy's requests and writes their answers itself
-	// (a third less CPU than the protobuf library for them); it leaves the
-	// other messages to gRPC's default codec.
-	g := grpc.NewServer(grpc.NumStreamWorkers(streamWorkers), grpc.ForceServerCodecV2(envoyrl.Codec{}))
+	g := s.grpcServer()
 	ratelimiterv1.RegisterRateLimiterServer(g, &allowServer{s: s})
 	rlsv3.RegisterRateLimitServiceServer(g, envoyGRPC{s: s})
 	hs := s.httpServer()
@@ -250,7 +268,7 @@ func (s *server) serve(ctx context.Context) error {
 
 // shutdown stops accepting calls and waits for those in flight, up to the
 // shutdown timeout, after which it cuts them.
-func (s *server) shutdown(g *grpc.Server, hs *http1.Server, ms *http.Server) {
+func (s *server) shutdown(g grpcServer, hs *http1.Server, ms *http.Server) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.shutdownTimeout)
 	defer cancel()
 	done := make(chan struct{})

@@ -1,0 +1,326 @@
+// Package unarygrpc is a lean gRPC server for unary methods. It serves
+// HTTP/2 connections that start with the client preface on a plain
+// listener (prior knowledge, h2c, as grpc-go's server does without TLS),
+// calling the handlers of the generated service descriptors with the codec
+// it is given, and costs a fraction of grpc-go's server per call: no
+// per-connection writer goroutine, no per-call timers without a deadline,
+// one buffered write per burst of answers.
+//
+// It implements the parts of HTTP/2 a gRPC peer uses: SETTINGS and their
+// acknowledgement, PING, flow control both ways (WINDOW_UPDATE for the
+// connection and each stream), HEADERS with CONTINUATION, DATA, RST_STREAM,
+// GOAWAY on a graceful stop and on connection errors, and a limit on the
+// calls in flight per connection. On top of it, gRPC's rules for unary
+// calls: one length-prefixed message each way, the grpc-timeout header as
+// the call's deadline, answers ending in trailers with grpc-status and
+// grpc-message (and grpc-status-details-bin when the status has details),
+// Unimplemented for a method it does not know.
+//
+// What it leaves out: streaming methods (RegisterService refuses a service
+// that has any, and Serve reports it), compression (a compressed request
+// is answered Unimplemented or Internal, as grpc-go answers one it cannot
+// decompress), interceptors, stats handlers, TLS, and the call's metadata
+// and peer in the handler's context.
+package unarygrpc
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/encoding"
+	grpcproto "google.golang.org/grpc/encoding/proto"
+)
+
+// Defaults of the Server's settings.
+const (
+	DefaultMaxConcurrentStreams = 1000
+	DefaultMaxRecvMsgSize       = 4 << 20
+	DefaultMaxHeaderListSize    = 1 << 20
+	DefaultWorkers              = 256
+)
+
+// Server serves the unary methods registered with RegisterService. Set its
+// fields before Serve; the zero value uses the defaults above and gRPC's
+// protobuf codec.
+type Server struct {
+	// Codec reads requests and writes answers; nil means gRPC's registered
+	// "proto" codec.
+	Codec encoding.CodecV2
+	// MaxConcurrentStreams is the most calls a connection may have in
+	// flight; more are refused with RST_STREAM REFUSED_STREAM, which gRPC
+	// clients retry.
+	MaxConcurrentStreams uint32
+	// MaxRecvMsgSize is the largest request message; a larger one is
+	// answered ResourceExhausted.
+	MaxRecvMsgSize int
+	// MaxHeaderListSize is the largest header block a call may send, as
+	// HTTP/2 counts it (names and values plus 32 bytes a field).
+	MaxHeaderListSize uint32
+	// Workers is the number of goroutines kept to run calls. A call that
+	// finds them all busy runs on a goroutine of its own.
+	Workers int
+	// HandshakeTimeout bounds the wait for a new connection's preface and
+	// first SETTINGS; 0 means 10 s.
+	HandshakeTimeout time.Duration
+
+	mu        sync.Mutex
+	methods   map[string]*method
+	services  map[string]bool
+	regErr    error
+	listeners map[net.Listener]struct{}
+	conns     map[*conn]struct{}
+	draining  bool // GracefulStop or Stop called
+	connWG    sync.WaitGroup
+	quit      chan struct{}
+	initOnce  sync.Once
+
+	work     chan *stream
+	nworkers atomic.Int32
+}
+
+// method is a registered method and the service implementation it calls.
+type method struct {
+	impl    any
+	handler grpc.MethodHandler
+}
+
+var _ grpc.ServiceRegistrar = (*Server)(nil)
+
+// ErrStreaming is reported by Serve when a registered service has a
+// streaming method.
+var ErrStreaming = errors.New("unarygrpc: streaming methods are not served")
+
+// RegisterService registers the unary methods of a service, as
+// grpc.Server.RegisterService does. A service with streaming methods, one
+// registered twice, or an implementation that does not implement the
+// descriptor's handler type is refused: Serve then returns the error.
+func (s *Server) RegisterService(sd *grpc.ServiceDesc, impl any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.regErr != nil {
+		return
+	}
+	if s.methods == nil {
+		s.methods = make(map[string]*method)
+		s.services = make(map[string]bool)
+	}
+	switch {
+	case len(sd.Streams) > 0:
+		s.regErr = fmt.Errorf("%w: service %s has %d", ErrStreaming, sd.ServiceName, len(sd.Streams))
+		return
+	case s.services[sd.ServiceName]:
+		s.regErr = fmt.Errorf("unarygrpc: service %s registered twice", sd.ServiceName)
+		return
+	}
+	if impl != nil && sd.HandlerType != nil {
+		ht := reflect.TypeOf(sd.HandlerType).Elem()
+		if !reflect.TypeOf(impl).Implements(ht) {
+			s.regErr = fmt.Errorf("unarygrpc: %T does not implement %v", impl, ht)
+			return
+		}
+	}
+	s.services[sd.ServiceName] = true
+	for i := range sd.Methods {
+		md := &sd.Methods[i]
+		s.methods["/"+sd.ServiceName+"/"+md.MethodName] = &method{impl: impl, handler: md.Handler}
+	}
+}
+
+func (s *Server) init() {
+	s.initOnce.Do(func() {
+		s.quit = make(chan struct{})
+		s.work = make(chan *stream)
+		if s.Codec == nil {
+			s.Codec = encoding.GetCodecV2(grpcproto.Name)
+		}
+		if s.MaxConcurrentStreams == 0 {
+			s.MaxConcurrentStreams = DefaultMaxConcurrentStreams
+		}
+		if s.MaxRecvMsgSize <= 0 {
+			s.MaxRecvMsgSize = DefaultMaxRecvMsgSize
+		}
+		if s.MaxHeaderListSize == 0 {
+			s.MaxHeaderListSize = DefaultMaxHeaderListSize
+		}
+		if s.Workers <= 0 {
+			s.Workers = DefaultWorkers
+		}
+		if s.HandshakeTimeout <= 0 {
+			s.HandshakeTimeout = 10 * time.Second
+		}
+	})
+}
+
+// lookup finds the method of a :path.
+func (s *Server) lookup(path string) (*method, bool) {
+	s.mu.Lock()
+	m, ok := s.methods[path]
+	s.mu.Unlock()
+	return m, ok
+}
+
+// unknownMethod is the message of the Unimplemented answer to path, in
+// grpc-go's words.
+func (s *Server) unknownMethod(path string) string {
+	if len(path) < 2 || path[0] != '/' {
+		return fmt.Sprintf("malformed method name: %q", path)
+	}
+	i := len(path) - 1
+	for i > 0 && path[i] != '/' {
+		i--
+	}
+	if i == 0 {
+		return fmt.Sprintf("malformed method name: %q", path)
+	}
+	svc, name := path[1:i], path[i+1:]
+	s.mu.Lock()
+	known := s.services[svc]
+	s.mu.Unlock()
+	if known {
+		return fmt.Sprintf("unknown method %v for service %v", name, svc)
+	}
+	return fmt.Sprintf("unknown service %v", svc)
+}
+
+// Serve accepts connections on ln and serves them until GracefulStop or
+// Stop, then returns nil; it returns the error of an Accept that fails for
+// another reason, or of a refused registration. It closes ln.
+func (s *Server) Serve(ln net.Listener) error {
+	s.init()
+	s.mu.Lock()
+	if err := s.regErr; err != nil {
+		s.mu.Unlock()
+		ln.Close()
+		return err
+	}
+	if s.draining {
+		s.mu.Unlock()
+		ln.Close()
+		return nil
+	}
+	if s.listeners == nil {
+		s.listeners = make(map[net.Listener]struct{})
+	}
+	s.listeners[ln] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, ln)
+		s.mu.Unlock()
+		ln.Close()
+	}()
+
+	var delay time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			s.mu.Lock()
+			stopping := s.draining
+			s.mu.Unlock()
+			if stopping {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+				time.Sleep(delay)
+				continue
+			}
+			return err
+		}
+		delay = 0
+		c := newConn(s, nc)
+		s.mu.Lock()
+		if s.draining {
+			s.mu.Unlock()
+			nc.Close()
+			continue
+		}
+		if s.conns == nil {
+			s.conns = make(map[*conn]struct{})
+		}
+		s.conns[c] = struct{}{}
+		s.connWG.Add(1)
+		s.mu.Unlock()
+		go func() {
+			defer s.connWG.Done()
+			c.serve()
+			s.mu.Lock()
+			delete(s.conns, c)
+			s.mu.Unlock()
+		}()
+	}
+}
+
+// GracefulStop stops accepting connections, sends GOAWAY on every
+// connection, refuses calls started after it, and returns when the calls in
+// flight have been answered and the connections closed.
+func (s *Server) GracefulStop() {
+	s.stop(true)
+}
+
+// Stop closes the listeners and every connection at once; the contexts of
+// the calls in flight are canceled.
+func (s *Server) Stop() {
+	s.stop(false)
+}
+
+func (s *Server) stop(graceful bool) {
+	s.init()
+	s.mu.Lock()
+	if !s.draining {
+		s.draining = true
+		close(s.quit)
+	}
+	for ln := range s.listeners {
+		ln.Close()
+	}
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		if graceful {
+			c.goAway()
+		} else {
+			c.close()
+		}
+	}
+	s.connWG.Wait()
+}
+
+// dispatch runs a call whose request is complete: on an idle worker, on a
+// new worker while there are fewer than Workers, else on a goroutine of
+// its own. Workers keep their grown stacks from call to call.
+func (s *Server) dispatch(st *stream) {
+	select {
+	case s.work <- st:
+		return
+	default:
+	}
+	if s.nworkers.Add(1) <= int32(s.Workers) {
+		go s.worker(st)
+		return
+	}
+	s.nworkers.Add(-1)
+	go st.c.handle(st)
+}
+
+func (s *Server) worker(st *stream) {
+	defer s.nworkers.Add(-1)
+	for {
+		st.c.handle(st)
+		select {
+		case st = <-s.work:
+		case <-s.quit:
+			return
+		}
+	}
+}
