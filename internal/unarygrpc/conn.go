@@ -19,8 +19,11 @@ import (
 )
 
 // Flow control: the connection's receive window is raised to connWindow at
-// the start and topped up when half of it is used; a stream's stays at
-// HTTP/2's default, topped up the same way while its request is arriving.
+// the start and topped up when half of it has arrived, since every byte is
+// taken into its stream's buffer at once; a stream's window stays at
+// HTTP/2's default, topped up the same way while its request is arriving,
+// so that what a connection holds is bounded by its streams' requests (at
+// most MaxRecvMsgSize each).
 const (
 	connWindow     = 1 << 20
 	streamWindow   = 65535
@@ -114,7 +117,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 	c.cond.L = &c.mu
 	c.fr = http2.NewFramer(nil, c.br)
 	c.fr.SetReuseFrames()
-	c.fr.SetMaxReadFrameSize(1 << 20)
+	c.fr.SetMaxReadFrameSize(16384) // HTTP/2's default, which the server keeps
 	c.fw = http2.NewFramer(c.bw, nil)
 	c.henc = hpack.NewEncoder(&c.hbuf)
 	c.hdec = hpack.NewDecoder(4096, c.onField)
@@ -388,7 +391,9 @@ func (c *conn) onHeaderBlock() error {
 			c.resetStream(id, http2.ErrCodeStreamClosed)
 			return nil
 		}
-		c.connError(http2.ErrCodeStreamClosed)
+		// A stream that is closed, or an identifier below one already
+		// used: RFC 9113 5.1.1.
+		c.connError(http2.ErrCodeProtocol)
 		return errGoAway
 	}
 	c.maxID = id
@@ -557,8 +562,10 @@ func (c *conn) onWindowUpdate(f *http2.WindowUpdateFrame) error {
 	}
 	st, ok := c.streams[id]
 	idle := id > c.maxID
+	overflow := false
 	if ok {
 		st.sendWindow += int64(f.Increment)
+		overflow = st.sendWindow > maxWindow
 		c.cond.Broadcast()
 	}
 	c.mu.Unlock()
@@ -566,7 +573,7 @@ func (c *conn) onWindowUpdate(f *http2.WindowUpdateFrame) error {
 	case idle:
 		c.connError(http2.ErrCodeProtocol)
 		return errGoAway
-	case ok && st.sendWindow > maxWindow:
+	case overflow:
 		c.resetStream(id, http2.ErrCodeFlowControl)
 	}
 	return nil
