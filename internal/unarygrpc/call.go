@@ -2,6 +2,7 @@ package unarygrpc
 
 import (
 	"encoding/base64"
+	"runtime"
 	"strconv"
 	"time"
 
@@ -82,11 +83,9 @@ func message(b []byte) ([]byte, *status.Status) {
 
 // writeResponse writes a successful answer: headers, the message, trailers.
 func (c *conn) writeResponse(st *stream, msg mem.BufferSlice) {
-	c.pending.Add(1)
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if st.closed || c.closed {
-		c.doneWriting()
+		c.mu.Unlock()
 		return
 	}
 	c.hbuf.Reset()
@@ -105,24 +104,20 @@ func (c *conn) writeResponse(st *stream, msg mem.BufferSlice) {
 	*bp = b
 	ok := c.writeDataLocked(st, b)
 	putBuffer(bp)
-	if !ok {
-		c.doneWriting()
-		return
+	if ok {
+		c.hbuf.Reset()
+		_ = c.henc.WriteField(hpack.HeaderField{Name: "grpc-status", Value: "0"})
+		c.writeBlockLocked(st.id, true)
+		c.finishLocked(st)
 	}
-	c.hbuf.Reset()
-	_ = c.henc.WriteField(hpack.HeaderField{Name: "grpc-status", Value: "0"})
-	c.writeBlockLocked(st.id, true)
-	c.finishLocked(st)
-	c.doneWriting()
+	c.endAnswerLocked()
 }
 
 // writeStatus answers with trailers only: a call that failed.
 func (c *conn) writeStatus(st *stream, s *status.Status) {
-	c.pending.Add(1)
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if st.closed || c.closed {
-		c.doneWriting()
+		c.mu.Unlock()
 		return
 	}
 	c.hbuf.Reset()
@@ -131,7 +126,25 @@ func (c *conn) writeStatus(st *stream, s *status.Status) {
 	c.appendStatusLocked(s)
 	c.writeBlockLocked(st.id, true)
 	c.finishLocked(st)
-	c.doneWriting()
+	c.endAnswerLocked()
+}
+
+// endAnswerLocked unlocks mu after an answer was written and sees that it
+// is flushed. Answers tend to be ready together (a batch of store calls
+// ends at once): the first writer yields before flushing, so that the
+// others can add theirs to the same write.
+func (c *conn) endAnswerLocked() {
+	if c.flushDue {
+		c.mu.Unlock()
+		return
+	}
+	c.flushDue = true
+	c.mu.Unlock()
+	runtime.Gosched()
+	c.mu.Lock()
+	c.flushDue = false
+	c.flushNowLocked()
+	c.mu.Unlock()
 }
 
 // appendStatusLocked encodes grpc-status, grpc-message and
@@ -179,10 +192,8 @@ func (c *conn) writeDataLocked(st *stream, b []byte) bool {
 		n = min(n, c.sendConn, st.sendWindow, int64(c.peerFrame))
 		if n <= 0 {
 			// Let the others' frames out and wait for the peer.
-			c.doneWriting()
-			c.flushLocked()
+			c.flushNowLocked()
 			c.cond.Wait()
-			c.pending.Add(1)
 			continue
 		}
 		_ = c.fw.WriteData(st.id, false, b[:n])

@@ -9,7 +9,6 @@ import (
 	"net"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -97,8 +96,10 @@ type conn struct {
 	closed     bool
 	werr       error
 
-	// pending counts goroutines about to write: the last one flushes.
-	pending atomic.Int32
+	// flushDue: a call's answer is in bw and the goroutine that wrote it
+	// will flush, after letting the other calls that are ready write
+	// theirs.
+	flushDue bool
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -165,14 +166,13 @@ func (c *conn) handshake() error {
 	if _, err := io.ReadFull(c.br, p[:]); err != nil || string(p[:]) != http2.ClientPreface {
 		return errors.New("unarygrpc: no HTTP/2 client preface")
 	}
-	c.pending.Add(1)
 	c.mu.Lock()
 	_ = c.fw.WriteSettings(
 		http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: c.srv.MaxConcurrentStreams},
 		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: c.srv.MaxHeaderListSize},
 	)
 	_ = c.fw.WriteWindowUpdate(0, connWindow-65535)
-	c.doneWriting()
+	c.flushLocked()
 	c.mu.Unlock()
 	f, err := c.fr.ReadFrame()
 	if err != nil {
@@ -204,10 +204,9 @@ func (c *conn) handleFrame(f http2.Frame) error {
 		return c.onWindowUpdate(f)
 	case *http2.PingFrame:
 		if !f.IsAck() {
-			c.pending.Add(1)
 			c.mu.Lock()
 			_ = c.fw.WritePing(true, f.Data)
-			c.doneWriting()
+			c.flushLocked()
 			c.mu.Unlock()
 		}
 	case *http2.RSTStreamFrame:
@@ -236,7 +235,6 @@ func (c *conn) onSettings(f *http2.SettingsFrame) error {
 		}
 		return errGoAway
 	}
-	c.pending.Add(1)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	overflow := false
@@ -260,12 +258,12 @@ func (c *conn) onSettings(f *http2.SettingsFrame) error {
 	})
 	if overflow {
 		c.goAwayLocked(http2.ErrCodeFlowControl)
-		c.doneWriting()
+		c.flushLocked()
 		return errGoAway
 	}
 	_ = c.fw.WriteSettingsAck()
 	c.cond.Broadcast()
-	c.doneWriting()
+	c.flushLocked()
 	return nil
 }
 
@@ -537,10 +535,9 @@ func (c *conn) onData(f *http2.DataFrame) error {
 }
 
 func (c *conn) sendWindowUpdate(id, n uint32) {
-	c.pending.Add(1)
 	c.mu.Lock()
 	_ = c.fw.WriteWindowUpdate(id, n)
-	c.doneWriting()
+	c.flushLocked()
 	c.mu.Unlock()
 }
 
@@ -550,9 +547,8 @@ func (c *conn) onWindowUpdate(f *http2.WindowUpdateFrame) error {
 	if id == 0 {
 		c.sendConn += int64(f.Increment)
 		if c.sendConn > maxWindow {
-			c.pending.Add(1)
 			c.goAwayLocked(http2.ErrCodeFlowControl)
-			c.doneWriting()
+			c.flushLocked()
 			c.mu.Unlock()
 			return errGoAway
 		}
@@ -598,13 +594,12 @@ func (c *conn) onReset(f *http2.RSTStreamFrame) error {
 // resetStream sends RST_STREAM and forgets the stream.
 func (c *conn) resetStream(id uint32, code http2.ErrCode) {
 	delete(c.recv, id)
-	c.pending.Add(1)
 	c.mu.Lock()
 	if st, ok := c.streams[id]; ok {
 		c.finishLocked(st)
 	}
 	_ = c.fw.WriteRSTStream(id, code)
-	c.doneWriting()
+	c.flushLocked()
 	c.mu.Unlock()
 }
 
@@ -624,10 +619,9 @@ func (c *conn) finishLocked(st *stream) {
 
 // connError sends GOAWAY with code; the caller then ends the connection.
 func (c *conn) connError(code http2.ErrCode) {
-	c.pending.Add(1)
 	c.mu.Lock()
 	c.goAwayLocked(code)
-	c.doneWriting()
+	c.flushLocked()
 	c.mu.Unlock()
 }
 
@@ -641,15 +635,14 @@ func (c *conn) goAwayLocked(code http2.ErrCode) {
 // goAway starts a graceful stop of the connection: GOAWAY, no new calls,
 // close when the calls in flight are answered.
 func (c *conn) goAway() {
-	c.pending.Add(1)
 	c.mu.Lock()
 	if c.goingAway || c.closed {
-		c.doneWriting()
+		c.flushLocked()
 		c.mu.Unlock()
 		return
 	}
 	c.goAwayLocked(http2.ErrCodeNo)
-	c.doneWriting()
+	c.flushLocked()
 	if len(c.streams) == 0 {
 		c.shutdownLocked()
 	}
@@ -697,15 +690,15 @@ func (c *conn) close() {
 	}
 }
 
-// doneWriting is called under mu by a goroutine that counted itself in
-// pending before locking: the last of them flushes the buffer.
-func (c *conn) doneWriting() {
-	if c.pending.Add(-1) == 0 {
-		c.flushLocked()
+// flushLocked writes out bw unless an answer's writer is about to.
+func (c *conn) flushLocked() {
+	if c.flushDue {
+		return
 	}
+	c.flushNowLocked()
 }
 
-func (c *conn) flushLocked() {
+func (c *conn) flushNowLocked() {
 	if c.closed || c.bw.Buffered() == 0 {
 		return
 	}
