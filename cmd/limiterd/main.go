@@ -12,6 +12,12 @@
 //
 //	limiterd [--config FILE] [--http-addr :8080] [--grpc-addr :8081]
 //	         [--metrics-addr :9091] [--rules DIR] [--log-format text|json]
+//	         [--grpc-server lean|grpc-go]
+//
+// gRPC is served by default on limiterd's own lean server for unary calls
+// over HTTP/2 without TLS (internal/unarygrpc); --grpc-server grpc-go
+// serves it on grpc-go's server instead, with the same answers at about
+// 1.5 times the CPU per call.
 //
 // Without a file it starts in memory with a token bucket of 10 tokens
 // refilled at 1 token per second per key. A configuration it refuses stops

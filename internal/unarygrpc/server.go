@@ -39,10 +39,18 @@ import (
 
 // Defaults of the Server's settings.
 const (
+	// DefaultMaxConcurrentStreams is the calls in flight a connection may
+	// have when Server.MaxConcurrentStreams is 0.
 	DefaultMaxConcurrentStreams = 1000
-	DefaultMaxRecvMsgSize       = 4 << 20
-	DefaultMaxHeaderListSize    = 1 << 20
-	DefaultWorkers              = 256
+	// DefaultMaxRecvMsgSize is the largest request message when
+	// Server.MaxRecvMsgSize is 0: 4 MiB, as grpc-go's.
+	DefaultMaxRecvMsgSize = 4 << 20
+	// DefaultMaxHeaderListSize is the largest header block when
+	// Server.MaxHeaderListSize is 0.
+	DefaultMaxHeaderListSize = 1 << 20
+	// DefaultWorkers is the number of goroutines kept to run calls when
+	// Server.Workers is 0.
+	DefaultWorkers = 256
 )
 
 // Server serves the unary methods registered with RegisterService. Set its
