@@ -16,6 +16,7 @@ import (
 
 // handle runs a call whose request has arrived and writes its answer.
 func (c *conn) handle(st *stream) {
+	defer c.calls.Add(-1)
 	var buf []byte
 	if st.buf != nil {
 		buf = *st.buf

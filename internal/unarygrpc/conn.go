@@ -9,6 +9,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -45,6 +46,7 @@ type stream struct {
 	recvUnack  int32
 	failure    *status.Status // answer this instead of calling the method
 	path       string
+	dispatched bool // handed to a worker: the worker counts the call's end
 
 	// Guarded by c.mu.
 	sendWindow int64
@@ -95,6 +97,13 @@ type conn struct {
 	goingAway  bool
 	closed     bool
 	werr       error
+
+	// calls counts the streams opened and not yet done: a stream is done
+	// when its method returns, or when it ends before its request is
+	// complete. A stream the peer resets while its method runs still
+	// counts, so that opening and resetting streams in a loop cannot
+	// start more methods at once than MaxConcurrentStreams.
+	calls atomic.Int32
 
 	// flushDue: a call's answer is in bw and the goroutine that wrote it
 	// will flush, after letting the other calls that are ready write
@@ -395,7 +404,7 @@ func (c *conn) onHeaderBlock() error {
 		return errGoAway
 	}
 	c.maxID = id
-	refuse := c.goingAway || uint32(len(c.streams)) >= c.srv.MaxConcurrentStreams
+	refuse := c.goingAway || uint32(c.calls.Load()) >= c.srv.MaxConcurrentStreams
 	c.mu.Unlock()
 	if refuse {
 		c.resetStream(id, http2.ErrCodeRefusedStream)
@@ -437,6 +446,7 @@ func (c *conn) onHeaderBlock() error {
 		st.ctx, st.cancel = context.WithCancel(context.Background())
 	}
 
+	c.calls.Add(1)
 	c.mu.Lock()
 	st.sendWindow = c.peerWindow
 	c.streams[id] = st
@@ -462,6 +472,7 @@ func isGRPCContentType(ct string) bool {
 // endRequest hands a complete request to a worker.
 func (c *conn) endRequest(st *stream) {
 	delete(c.recv, st.id)
+	st.dispatched = true
 	c.srv.dispatch(st)
 }
 
@@ -610,6 +621,9 @@ func (c *conn) finishLocked(st *stream) {
 	}
 	st.closed = true
 	st.cancel()
+	if !st.dispatched {
+		c.calls.Add(-1)
+	}
 	delete(c.streams, st.id)
 	c.cond.Broadcast() // a writer waiting for its window gives up
 	if c.goingAway && len(c.streams) == 0 {

@@ -411,3 +411,37 @@ func TestRawTimeoutHeader(t *testing.T) {
 		t.Fatalf("expired call: %v", a.fields)
 	}
 }
+
+func TestRawResetCallsStillCount(t *testing.T) {
+	l := &limiter{release: make(chan struct{})}
+	addr := serveTest(t, &Server{MaxConcurrentStreams: 2}, l)
+	c := newRawClient(t, addr)
+	msg := grpcMessage(t, 0, &ratelimiterv1.AllowRequest{Key: "stubborn"})
+	// Two calls started and reset at once: their methods still run.
+	for _, id := range []uint32{1, 3} {
+		c.headers(id, false, callHeaders...)
+		_ = c.fr.WriteData(id, true, msg)
+		_ = c.fr.WriteRSTStream(id, http2.ErrCodeCancel)
+	}
+	for l.inFlight.Load() < 2 {
+		time.Sleep(time.Millisecond)
+	}
+	// Until they return, a third stream is refused.
+	c.headers(5, false, callHeaders...)
+	_ = c.fr.WriteData(5, true, grpcMessage(t, 0, &ratelimiterv1.AllowRequest{Key: "k"}))
+	if a := c.answer(5); a.rst == nil || *a.rst != http2.ErrCodeRefusedStream {
+		t.Fatalf("a stream while two reset calls run: %v", a)
+	}
+	if got := l.most.Load(); got > 2 {
+		t.Fatalf("%d methods at once, limit 2", got)
+	}
+	close(l.release)
+	for l.inFlight.Load() > 0 {
+		time.Sleep(time.Millisecond)
+	}
+	c.headers(7, false, callHeaders...)
+	_ = c.fr.WriteData(7, true, grpcMessage(t, 0, &ratelimiterv1.AllowRequest{Key: "k"}))
+	if a := c.answer(7); a.fields["grpc-status"] != "0" {
+		t.Fatalf("after the methods returned: %v", a)
+	}
+}

@@ -59,6 +59,8 @@ func (l *limiter) Allow(ctx context.Context, in *ratelimiterv1.AllowRequest) (*r
 			}
 			return nil, ctx.Err()
 		}
+	case in.Key == "stubborn":
+		<-l.release // whatever the context says
 	case in.Key == "deadline":
 		d, ok := ctx.Deadline()
 		if !ok {
