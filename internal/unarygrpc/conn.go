@@ -116,7 +116,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		srv:        s,
 		nc:         nc,
 		br:         bufio.NewReaderSize(nc, bufferSize),
-		bw:         bufio.NewWriterSize(nc, bufferSize),
+		bw:         bufio.NewWriterSize(deadlineWriter{nc: nc, d: s.WriteTimeout}, bufferSize),
 		recv:       make(map[uint32]*stream),
 		streams:    make(map[uint32]*stream),
 		recvConn:   connWindow,
@@ -721,6 +721,21 @@ func (c *conn) flushNowLocked() {
 		// The reader sees the closed connection and ends it.
 		c.nc.Close()
 	}
+}
+
+// deadlineWriter writes to a connection with a deadline on each write, so
+// that a peer that stops reading cannot hold the connection's writers, and
+// the lock they write under, for longer than d.
+type deadlineWriter struct {
+	nc net.Conn
+	d  time.Duration
+}
+
+func (w deadlineWriter) Write(p []byte) (int, error) {
+	if err := w.nc.SetWriteDeadline(time.Now().Add(w.d)); err != nil {
+		return 0, err
+	}
+	return w.nc.Write(p)
 }
 
 // bufPool holds request buffers.

@@ -76,6 +76,10 @@ type Server struct {
 	// HandshakeTimeout bounds the wait for a new connection's preface and
 	// first SETTINGS; 0 means 10 s.
 	HandshakeTimeout time.Duration
+	// WriteTimeout bounds each write to a connection; a peer that stops
+	// reading for longer loses the connection, and its calls end. 0 means
+	// 10 s.
+	WriteTimeout time.Duration
 
 	mu        sync.Mutex
 	methods   map[string]*method
@@ -161,6 +165,9 @@ func (s *Server) init() {
 		}
 		if s.HandshakeTimeout <= 0 {
 			s.HandshakeTimeout = 10 * time.Second
+		}
+		if s.WriteTimeout <= 0 {
+			s.WriteTimeout = 10 * time.Second
 		}
 	})
 }
