@@ -273,7 +273,10 @@ func TestFirstOpGoesAtOnceUnderALimiter(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "first op", func() bool { return c.ops.Load() >= 1 })
+	// The watcher's callbacks run after the ops leave the buffer, so wait
+	// for both: two delivered, one still buffered. A third released would
+	// empty the buffer.
+	waitFor(t, "two ops delivered", func() bool { return c.ops.Load() >= 2 })
 	waitFor(t, "loop idle", func() bool { return b.OperationsInBuffer() == 1 })
 	if n := c.ops.Load(); n != 2 {
 		t.Fatalf("%d ops released from a starting credit of 10 at cost 6, want 2", n)
