@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"sync"
@@ -351,18 +352,13 @@ func (m *TableLeaseManager) change(ctx context.Context, fn func(t *table, lo, hi
 				t = t.clone()
 			}
 		}
-		now := time.Now()
-		lo, hi, ok := m.serviceTime(now)
+		// A table is only cached with the Date of the response it came
+		// in, and read answers without one are refused, so the service's
+		// clock is bounded here but for a missing table answered without
+		// a Date.
+		lo, hi, ok := m.serviceTime(time.Now())
 		if !ok {
-			// No response yet to bound the service's clock with: read.
-			if t, etag, _, err = m.read(ctx); err != nil {
-				return err
-			}
-			if t != nil {
-				t = t.clone()
-			}
-			cached = false
-			lo, hi, _ = m.serviceTime(now)
+			return fmt.Errorf("batcher: azure lease table in %s: the service sent no Date header to time leases by", RedactURL(m.cfgURL()))
 		}
 		next, err := fn(t, lo, hi)
 		if errors.Is(err, errNoChange) {
@@ -419,12 +415,12 @@ func (m *TableLeaseManager) write(ctx context.Context, b *blockblob.Client, t *t
 	})
 	switch {
 	case err == nil:
-		m.noteTime(resp.Date, sent)
-		var tag azcore.ETag
-		if resp.ETag != nil {
-			tag = *resp.ETag
+		if resp.Date != nil && resp.ETag != nil {
+			m.noteTime(resp.Date, sent)
+			m.setCache(t, *resp.ETag)
+		} else {
+			m.setCache(nil, "")
 		}
-		m.setCache(t, tag)
 		return nil
 	case ctx.Err() != nil:
 		return ctx.Err()
@@ -530,11 +526,16 @@ func (m *TableLeaseManager) Provision(ctx context.Context, count int, report fun
 // Acquire takes the lease on partition for owner for d; one that owner
 // holds already is extended.
 func (m *TableLeaseManager) Acquire(ctx context.Context, partition int, owner string, d time.Duration) error {
-	res, err := m.AcquireBatch(ctx, []int{partition}, owner, d)
+	return only(m.AcquireBatch(ctx, []int{partition}, owner, d))
+}
+
+// only returns the one result of a batch of one partition, or the batch's
+// error.
+func only(results []error, err error) error {
 	if err != nil {
 		return err
 	}
-	return res[0]
+	return results[0]
 }
 
 // AcquireBatch takes the leases on partitions for owner for d in one
@@ -553,11 +554,7 @@ func (m *TableLeaseManager) AcquireBatch(ctx context.Context, partitions []int, 
 // Renew extends owner's lease on partition to d from now. As in Azure, the
 // owner of a lease that ended and that nobody took since may renew it.
 func (m *TableLeaseManager) Renew(ctx context.Context, partition int, owner string, d time.Duration) error {
-	res, err := m.RenewBatch(ctx, []int{partition}, owner, d)
-	if err != nil {
-		return err
-	}
-	return res[0]
+	return only(m.RenewBatch(ctx, []int{partition}, owner, d))
 }
 
 // RenewBatch renews owner's leases on partitions in one write.
@@ -573,11 +570,7 @@ func (m *TableLeaseManager) RenewBatch(ctx context.Context, partitions []int, ow
 
 // Release ends owner's lease on partition at once.
 func (m *TableLeaseManager) Release(ctx context.Context, partition int, owner string) error {
-	res, err := m.ReleaseBatch(ctx, []int{partition}, owner)
-	if err != nil {
-		return err
-	}
-	return res[0]
+	return only(m.ReleaseBatch(ctx, []int{partition}, owner))
 }
 
 // ReleaseBatch ends owner's leases on partitions in one write.
@@ -683,14 +676,7 @@ func newTable() *table {
 
 // clone returns a deep copy of t.
 func (t *table) clone() *table {
-	c := &table{partitions: t.partitions, leases: make(map[int]tableEntry, len(t.leases)), demands: make(map[string]tableDemand, len(t.demands))}
-	for p, e := range t.leases {
-		c.leases[p] = e
-	}
-	for o, d := range t.demands {
-		c.demands[o] = d
-	}
-	return c
+	return &table{partitions: t.partitions, leases: maps.Clone(t.leases), demands: maps.Clone(t.demands)}
 }
 
 // sweep drops the entries that ended more than staleEntryAge before now.

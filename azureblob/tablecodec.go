@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 )
@@ -39,21 +40,11 @@ func (t *table) encode() ([]byte, error) {
 		}
 		return i
 	}
-	parts := make([]int, 0, len(t.leases))
-	for p := range t.leases {
-		parts = append(parts, p)
-	}
-	slices.Sort(parts)
-	for _, p := range parts {
+	for _, p := range slices.Sorted(maps.Keys(t.leases)) {
 		e := t.leases[p]
 		doc.Leases = append(doc.Leases, [3]int64{int64(p), ownerIndex(e.owner), e.end.Unix()})
 	}
-	owners := make([]string, 0, len(t.demands))
-	for o := range t.demands {
-		owners = append(owners, o)
-	}
-	slices.Sort(owners)
-	for _, o := range owners {
+	for _, o := range slices.Sorted(maps.Keys(t.demands)) {
 		d := t.demands[o]
 		doc.Demands = append(doc.Demands, [3]int64{ownerIndex(o), int64(d.partitions), d.end.Unix()})
 	}

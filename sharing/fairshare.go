@@ -3,6 +3,7 @@ package sharing
 import (
 	"encoding/binary"
 	"hash/fnv"
+	"maps"
 	"slices"
 	"sort"
 )
@@ -39,84 +40,87 @@ func splitJain(a, r, s int) float64 {
 // epoch computes the same shares without talking to the others. Owners
 // asking for zero get no entry.
 func fairShares(partitions int, demands map[string]uint32, epoch uint64) (shares map[string]int, rotating bool) {
-	shares, active, remaining := evenSplit(partitions, demands)
-	if remaining == 0 {
-		return shares, false
-	}
-	// Fewer partitions left than owners still wanting: hand them out one
-	// each, in owner order from the epoch's place, which every instance
-	// agrees on.
-	n := uint64(len(active))
-	var from uint64
-	rotating = rotates(active, remaining, shares)
-	if rotating {
-		from = epoch % n
-	}
-	for i := range remaining {
-		shares[active[(from+uint64(i))%n]]++
-	}
-	return shares, rotating
+	sp := newSplit(partitions, demands)
+	return sp.at(epoch), sp.rotating
 }
 
-// evenSplit gives every owner in demands what max-min fairness gives it in
-// whole partitions before any remainder: the shares, the owners that still
-// want more (in ascending order, all with the same share) and how many
-// partitions are left for them, fewer than there are of them.
-func evenSplit(partitions int, demands map[string]uint32) (shares map[string]int, active []string, remaining int) {
+// split is max-min fairness applied in whole partitions before any
+// remainder: the shares, the owners that still want more (in ascending
+// order, all with the same share) and the partitions left for them, fewer
+// than there are of them; and whether that remainder rotates.
+type split struct {
+	shares    map[string]int
+	active    []string
+	remaining int
+	rotating  bool
+}
+
+// newSplit computes the split of partitions among demands.
+func newSplit(partitions int, demands map[string]uint32) split {
 	owners := sortedOwners(demands)
-	shares = make(map[string]int, len(owners))
-	remaining = partitions
-	active = owners
-	for len(active) > 0 && remaining > 0 {
-		level := remaining / len(active)
+	sp := split{shares: make(map[string]int, len(owners)), remaining: partitions, active: owners}
+	for len(sp.active) > 0 && sp.remaining > 0 {
+		level := sp.remaining / len(sp.active)
 		if level == 0 {
-			return shares, active, remaining
+			// A remainder rotates when one of the owners left would get
+			// nothing, or the split is not fair enough as it stands (see
+			// rotationJain).
+			s := sp.shares[sp.active[0]]
+			sp.rotating = s == 0 || splitJain(len(sp.active), sp.remaining, s) < rotationJain
+			return sp
 		}
-		next := active[:0:0]
-		for _, o := range active {
-			give := min(int(demands[o])-shares[o], level)
-			shares[o] += give
-			remaining -= give
-			if shares[o] < int(demands[o]) {
+		next := sp.active[:0:0]
+		for _, o := range sp.active {
+			give := min(int(demands[o])-sp.shares[o], level)
+			sp.shares[o] += give
+			sp.remaining -= give
+			if sp.shares[o] < int(demands[o]) {
 				next = append(next, o)
 			}
 		}
-		active = next
+		sp.active = next
 	}
-	return shares, nil, 0
+	sp.active, sp.remaining = nil, 0
+	return sp
 }
 
-// rotates reports whether remaining extra partitions among active owners
-// (whose shares are equal) rotate: when one of them would get nothing, or
-// the split is not fair enough as it stands (see rotationJain).
-func rotates(active []string, remaining int, shares map[string]int) bool {
-	s := shares[active[0]]
-	return s == 0 || splitJain(len(active), remaining, s) < rotationJain
-}
-
-// rotatingExtras returns how many extra partitions rotate among the owners
-// when partitions are shared by demands: R when the split rotates, else 0.
-func rotatingExtras(partitions int, demands map[string]uint32) int {
-	shares, active, remaining := evenSplit(partitions, demands)
-	if remaining == 0 || !rotates(active, remaining, shares) {
+// extras returns how many extra partitions rotate: the remainder when it
+// rotates, else 0.
+func (sp split) extras() int {
+	if !sp.rotating {
 		return 0
 	}
-	return remaining
+	return sp.remaining
+}
+
+// at returns the shares at epoch: the remainder handed out one each, in
+// owner order from the epoch's place (the first owners when it does not
+// rotate), which every instance agrees on.
+func (sp split) at(epoch uint64) map[string]int {
+	shares := maps.Clone(sp.shares)
+	n := uint64(len(sp.active))
+	var from uint64
+	if sp.rotating {
+		from = epoch % n
+	}
+	for i := range sp.remaining {
+		shares[sp.active[(from+uint64(i))%n]]++
+	}
+	return shares
 }
 
 // nextTurn returns the first epoch after epoch at which owner's share
-// changes as the remainder rotates (see fairShares), or false when it does
-// not change while the demands stay the same.
-func nextTurn(owner string, partitions int, demands map[string]uint32, epoch uint64) (uint64, bool) {
-	shares, active, remaining := evenSplit(partitions, demands)
-	if remaining == 0 || !rotates(active, remaining, shares) {
+// changes as the remainder rotates, or false when it does not change while
+// the demands stay the same.
+func (sp split) nextTurn(owner string, epoch uint64) (uint64, bool) {
+	if !sp.rotating {
 		return 0, false
 	}
-	j, found := slices.BinarySearch(active, owner)
+	j, found := slices.BinarySearch(sp.active, owner)
 	if !found {
 		return 0, false
 	}
-	n := uint64(len(active))
+	n := uint64(len(sp.active))
 	from := epoch % n
 	// owner has an extra partition while (j - from) mod n < remaining: it
 	// gains one when from reaches j-remaining+1 and loses it at j+1.
@@ -127,7 +131,7 @@ func nextTurn(owner string, partitions int, demands map[string]uint32, epoch uin
 		}
 		return d
 	}
-	gain := after((uint64(j) + n - uint64(remaining) + 1) % n)
+	gain := after((uint64(j) + n - uint64(sp.remaining) + 1) % n)
 	loss := after((uint64(j) + 1) % n)
 	return epoch + min(gain, loss), true
 }

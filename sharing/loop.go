@@ -156,10 +156,11 @@ func (l *loop) damp(raw int, now time.Time) int {
 // range.
 func (l *loop) applyShares(count int, demands map[string]uint32, now time.Time) {
 	computed := l.shares != nil
-	l.extras = rotatingExtras(count, demands)
+	sp := newSplit(count, demands)
+	l.extras = sp.extras()
 	epoch := l.r.epochAt(now, l.extras)
-	l.shares, l.rotating = fairShares(count, demands, epoch)
-	l.turnAt, l.turns = nextTurn(l.r.owner, count, demands, epoch)
+	l.shares, l.rotating = sp.at(epoch), sp.rotating
+	l.turnAt, l.turns = sp.nextTurn(l.r.owner, epoch)
 	l.keepTurn = computed && l.rotating && epoch == l.epoch && takingTurns(l.shares)
 	l.epoch = epoch
 	l.share = l.shares[l.r.owner]

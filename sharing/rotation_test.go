@@ -313,7 +313,7 @@ func TestNextTurnMatchesShares(t *testing.T) {
 		for i := 0; i < c.owners; i += 5 {
 			o := fmt.Sprintf("owner-%03d", i)
 			for e := uint64(500); e < 500+uint64(c.owners); e += 7 {
-				next, ok := nextTurn(o, c.partitions, demands, e)
+				next, ok := newSplit(c.partitions, demands).nextTurn(o, e)
 				if !ok {
 					t.Fatalf("%d over %d: nextTurn(%s, epoch %d) says the share never changes", c.partitions, c.owners, o, e)
 				}
@@ -334,7 +334,7 @@ func TestNextTurnMatchesShares(t *testing.T) {
 	for i := range 16 {
 		demands[fmt.Sprintf("owner-%03d", i)] = 500
 	}
-	if _, ok := nextTurn("owner-003", 500, demands, 3); ok {
+	if _, ok := newSplit(500, demands).nextTurn("owner-003", 3); ok {
 		t.Fatal("nextTurn names a turn for 500 partitions over 16 owners, which do not rotate (31 and 32)")
 	}
 }

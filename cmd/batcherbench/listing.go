@@ -92,13 +92,8 @@ func (c *countingConn) Write(p []byte) (int, error) {
 // store makes it (List Blobs with metadata, every page): the bytes of the
 // response bodies.
 func azureListing(ctx context.Context, serviceURL, name string) (listingCost, error) {
-	cred, err := container.NewSharedKeyCredential(azuriteAccount, azuriteKey)
-	if err != nil {
-		return listingCost{}, err
-	}
 	var recv atomic.Int64
-	opts := &container.ClientOptions{ClientOptions: policy.ClientOptions{Transport: countingTransport{recv: &recv}}}
-	c, err := container.NewClientWithSharedKeyCredential(strings.TrimRight(serviceURL, "/")+"/"+name, cred, opts)
+	c, err := countingContainer(serviceURL, name, &recv)
 	if err != nil {
 		return listingCost{}, err
 	}
@@ -116,13 +111,8 @@ func azureListing(ctx context.Context, serviceURL, name string) (listingCost, er
 // tableListing measures what one Snapshot of the lease table moves: the
 // body of the table blob.
 func tableListing(ctx context.Context, serviceURL, name string) (listingCost, error) {
-	cred, err := container.NewSharedKeyCredential(azuriteAccount, azuriteKey)
-	if err != nil {
-		return listingCost{}, err
-	}
 	var recv atomic.Int64
-	opts := &container.ClientOptions{ClientOptions: policy.ClientOptions{Transport: countingTransport{recv: &recv}}}
-	c, err := container.NewClientWithSharedKeyCredential(strings.TrimRight(serviceURL, "/")+"/"+name, cred, opts)
+	c, err := countingContainer(serviceURL, name, &recv)
 	if err != nil {
 		return listingCost{}, err
 	}
@@ -136,6 +126,17 @@ func tableListing(ctx context.Context, serviceURL, name string) (listingCost, er
 		return listingCost{}, err
 	}
 	return listingCost{received: recv.Load(), how: "measured: the Get Blob response body of the lease table"}, nil
+}
+
+// countingContainer returns a client of container name in the Azurite at
+// serviceURL whose response bodies count their bytes into recv.
+func countingContainer(serviceURL, name string, recv *atomic.Int64) (*container.Client, error) {
+	cred, err := container.NewSharedKeyCredential(azuriteAccount, azuriteKey)
+	if err != nil {
+		return nil, err
+	}
+	opts := &container.ClientOptions{ClientOptions: policy.ClientOptions{Transport: countingTransport{recv: recv}}}
+	return container.NewClientWithSharedKeyCredential(strings.TrimRight(serviceURL, "/")+"/"+name, cred, opts)
 }
 
 // countingTransport sends requests with the default HTTP client and counts

@@ -108,36 +108,30 @@ func azuriteStore(ctx context.Context, table bool) (*store, error) {
 
 func azuriteNamespace(serviceURL string, table bool) *namespace {
 	name := "bb-" + strings.ReplaceAll(uuid.NewString(), "-", "")
-	var mu sync.Mutex
-	var made []interface{ CloseIdleConnections() }
-	keep := func(m interface{ CloseIdleConnections() }) {
-		mu.Lock()
-		made = append(made, m)
-		mu.Unlock()
+	// azureManager is what both layouts' managers are, for this namespace.
+	type azureManager interface {
+		batcher.LeaseManager
+		CloseIdleConnections()
 	}
+	newManager := func() azureManager {
+		return batcher.NewAzureLeaseManager(azuriteAccount, name).WithServiceURL(serviceURL).WithMasterKey(azuriteKey)
+	}
+	listing := azureListing
 	if table {
-		return &namespace{
-			listing: func(ctx context.Context, _ int) (listingCost, error) { return tableListing(ctx, serviceURL, name) },
-			newManager: func() batcher.LeaseManager {
-				m := azureblob.NewTableLeaseManager(azuriteAccount, name).WithServiceURL(serviceURL).WithMasterKey(azuriteKey)
-				keep(m)
-				return m
-			},
-			cleanup: func() {
-				deleteContainer(serviceURL, name)
-				mu.Lock()
-				defer mu.Unlock()
-				for _, m := range made {
-					m.CloseIdleConnections()
-				}
-			},
+		newManager = func() azureManager {
+			return azureblob.NewTableLeaseManager(azuriteAccount, name).WithServiceURL(serviceURL).WithMasterKey(azuriteKey)
 		}
+		listing = tableListing
 	}
+	var mu sync.Mutex
+	var made []azureManager
 	return &namespace{
-		listing: func(ctx context.Context, _ int) (listingCost, error) { return azureListing(ctx, serviceURL, name) },
+		listing: func(ctx context.Context, _ int) (listingCost, error) { return listing(ctx, serviceURL, name) },
 		newManager: func() batcher.LeaseManager {
-			m := batcher.NewAzureLeaseManager(azuriteAccount, name).WithServiceURL(serviceURL).WithMasterKey(azuriteKey)
-			keep(m)
+			m := newManager()
+			mu.Lock()
+			made = append(made, m)
+			mu.Unlock()
 			return m
 		},
 		cleanup: func() {

@@ -82,16 +82,26 @@ func message(b []byte) ([]byte, *status.Status) {
 	return b[5 : 5+size], nil
 }
 
-// writeResponse writes a successful answer: headers, the message, trailers.
-func (c *conn) writeResponse(st *stream, msg mem.BufferSlice) {
+// startAnswer takes the connection's lock and encodes the response
+// headers of st's answer into hbuf; it returns false, without the lock,
+// when the stream or the connection is closed.
+func (c *conn) startAnswer(st *stream) bool {
 	c.mu.Lock()
 	if st.closed || c.closed {
 		c.mu.Unlock()
-		return
+		return false
 	}
 	c.hbuf.Reset()
 	_ = c.henc.WriteField(hpack.HeaderField{Name: ":status", Value: "200"})
 	_ = c.henc.WriteField(hpack.HeaderField{Name: "content-type", Value: "application/grpc"})
+	return true
+}
+
+// writeResponse writes a successful answer: headers, the message, trailers.
+func (c *conn) writeResponse(st *stream, msg mem.BufferSlice) {
+	if !c.startAnswer(st) {
+		return
+	}
 	c.writeBlockLocked(st.id, false)
 
 	// One DATA frame for the prefix and the message when the windows
@@ -116,14 +126,9 @@ func (c *conn) writeResponse(st *stream, msg mem.BufferSlice) {
 
 // writeStatus answers with trailers only: a call that failed.
 func (c *conn) writeStatus(st *stream, s *status.Status) {
-	c.mu.Lock()
-	if st.closed || c.closed {
-		c.mu.Unlock()
+	if !c.startAnswer(st) {
 		return
 	}
-	c.hbuf.Reset()
-	_ = c.henc.WriteField(hpack.HeaderField{Name: ":status", Value: "200"})
-	_ = c.henc.WriteField(hpack.HeaderField{Name: "content-type", Value: "application/grpc"})
 	c.appendStatusLocked(s)
 	c.writeBlockLocked(st.id, true)
 	c.finishLocked(st)
