@@ -7,51 +7,70 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"math/rand/v2"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/appendblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/costwise/batcher/lease"
 )
 
-// TableBlobName is the name of the blob that holds the lease table of a
-// TableLeaseManager in its container.
-const TableBlobName = "lease-table"
+// TableLogPrefix begins the names of the blobs that hold the lease table of
+// a TableLeaseManager in its container: append blobs named
+// lease-log-000000000, lease-log-000000001 and so on, one generation of the
+// table's log each.
+const TableLogPrefix = "lease-log-"
 
 // TableLeaseManager is a lease.Manager that keeps a whole shared capacity
-// in one blob of an Azure Blob Storage container: the number of partitions,
-// who holds which partition until when, and the demand of every instance.
-// Reading the table is one Get Blob; every change is a read-modify-write
-// made exclusive by the blob's ETag (a Put Blob with If-Match), retried on a
-// conflict. So an instance's storage calls do not grow with the partitions
-// it holds: it acquires, renews or releases any number of them, or
-// publishes its demand, in one write (it is a lease.BatchAcquirer,
-// lease.BatchRenewer and lease.BatchReleaser), and reads the state of every
-// partition and every demand in one small read, where LeaseManager lists a
-// blob per partition and per instance and renews each lease with a call of
-// its own. Use it when instances hold many partitions each, or when many
-// instances share a container; see sharing/SIZING.md. Its layout is its
-// own: every instance sharing a container must use the same kind of manager.
+// in a log of changes in an Azure Blob Storage container: the number of
+// partitions, who holds which partition until when, and the demand of every
+// instance. Every change (acquiring, renewing or releasing any number of
+// partitions, publishing a demand) is one Append Block to the log's
+// current blob, which never conflicts with another instance's change: the
+// storage service orders the appends, and every instance reading the log
+// judges each change against the table as the changes before it left it,
+// so all instances agree on who won a partition. The writer learns its own
+// outcome from the same fold: at once when nothing was appended since it
+// last read (one request), else from one ranged read of what came between
+// (two). Reading the table is one conditional Get Blob of the bytes
+// appended since the last read (an unchanged log answers 304, no body).
+//
+// So an instance's storage calls do not grow with the partitions it holds
+// (it is a lease.BatchAcquirer, lease.BatchRenewer and
+// lease.BatchReleaser) nor with the instances sharing the container, and
+// many writers do not contend, where LeaseManager lists a blob per
+// partition and per instance and renews each lease with a call of its own.
+// Use it when instances hold many partitions each, or when many instances
+// share a container; see sharing/SIZING.md. Its layout is its own: every
+// instance sharing a container must use the same kind of manager.
+//
+// The log is kept short: once a generation passes 256 KiB, the instance that
+// sees it seals the blob (no append lands after that), and the first
+// instance to read the sealed blob to its end writes the table it folded
+// as the first record of the next generation, then deletes the generation
+// before the sealed one. A new instance reads the current generation once,
+// from its first record.
 //
 // Times in the table are the storage service's: a lease or demand record
 // ends at a second of the service's clock, which each instance bounds from
 // the Date headers of the responses it gets (one-second resolution) and the
-// time that passed on its own monotonic clock since. An entry is written to
-// end no earlier than the service's time when the request was sent plus its
-// duration, and judged ended only when a response's Date has passed it, so
-// instance clocks never enter and a lease lasts at least as long as its
-// holder counts on it (at most about two seconds more).
-//
-// Writes from many instances to the one blob contend: each conflict costs a
-// read and a write more. Azure serves up to about 500 requests a second to
-// one blob; SIZING.md says how that bounds the instances and their pace.
+// time that passed on its own monotonic clock since. A change carries the
+// writer's lower bound of the service's time when it sent it: an acquire
+// wins a partition only when that bound has passed the end of the lease
+// before it. An entry is written to end no earlier than the service's time
+// when the request was sent plus its duration, and judged ended only when a
+// response's Date has passed it, so instance clocks never enter and a lease
+// lasts at least as long as its holder counts on it (at most about two
+// seconds more).
 //
 // Configure it with the With* methods before its first use; it is safe for
 // concurrent use.
@@ -60,24 +79,36 @@ type TableLeaseManager struct {
 
 	requests atomic.Uint64 // HTTP requests sent, retries included
 	failures atomic.Uint64 // of those, the ones that failed or were refused
+	received atomic.Uint64 // response body bytes of log reads
 
-	wmu sync.Mutex // one change at a time from this manager
+	rollBytes int64 // a generation past this size is sealed
 
-	mu     sync.Mutex // guards everything below
-	cached *table     // the table as last read or written; nil when unknown
-	etag   azcore.ETag
-	at     time.Time     // when cached was read or written (local clock)
-	trust  time.Duration // how old a cached table may be to be written over unread
-	date   time.Time     // the Date of the latest response
-	sent   time.Time     // when the request of that response was sent
-	recv   time.Time     // when that response arrived
+	// io lets one storage exchange at a time use the log position below.
+	io chan struct{}
+
+	// The log as read, guarded by io.
+	gen     int         // the generation read; -1 when not located
+	id      string      // its id, from its first record
+	offset  int64       // its bytes folded into state
+	etag    azcore.ETag // its ETag when read or appended to last
+	state   *table      // the table as of offset; nil when there is no log
+	sealed  bool        // the generation was sealed when read last
+	pending *table      // the sealed table the generation gen starts from
+	results []error     // the outcomes of the record at want, once folded
+	want    int64       // the offset of this manager's record being looked for
+
+	mu   sync.Mutex // guards the service clock below
+	date time.Time  // the Date of the latest response
+	sent time.Time  // when the request of that response was sent
+	recv time.Time  // when that response arrived
 }
 
-// table is the content of the lease table blob.
+// table is the content of the lease table: what the log folds into.
 type table struct {
 	partitions int
 	leases     map[int]tableEntry
 	demands    map[string]tableDemand
+	clock      time.Time // the latest service time a record of the log vouched for
 }
 
 // tableEntry is one lease: its owner and the service time it ends at.
@@ -92,15 +123,16 @@ type tableDemand struct {
 	end        time.Time
 }
 
-// Trust bounds of a cached table: a write goes out over a cached table
-// (one request) while conflicts are rare, and reads first (two) while they
-// are common.
 const (
-	minTrust = 10 * time.Millisecond
-	maxTrust = 10 * time.Second
+	// defaultRollBytes is the size past which a generation of the log is
+	// sealed and the next one begun.
+	defaultRollBytes = 256 << 10
 	// staleEntryAge is how long past its end an entry stays in the table
-	// before a write drops it.
+	// before a checkpoint drops it.
 	staleEntryAge = time.Minute
+	// maxAttempts bounds the tries of one change or read when the log moves
+	// under it (sealed, or gone and found again).
+	maxAttempts = 8
 )
 
 // NewTableLeaseManager returns a lease table manager for container
@@ -109,7 +141,7 @@ const (
 // WithConnectionString says otherwise). It needs a credential:
 // WithMasterKey, WithCredential or WithConnectionString.
 func NewTableLeaseManager(accountName, containerName string) *TableLeaseManager {
-	m := &TableLeaseManager{cfg: NewLeaseManager(accountName, containerName), trust: time.Second}
+	m := &TableLeaseManager{cfg: NewLeaseManager(accountName, containerName), rollBytes: defaultRollBytes, io: make(chan struct{}, 1), gen: -1, want: -1}
 	m.cfg.httpClient.Transport = &countingTransport{base: m.cfg.httpClient.Transport, requests: &m.requests, failures: &m.failures}
 	return m
 }
@@ -148,9 +180,8 @@ func (m *TableLeaseManager) CloseIdleConnections() { m.cfg.CloseIdleConnections(
 func (m *TableLeaseManager) ContainerName() string { return m.cfg.containerName }
 
 // Requests returns the HTTP requests this manager sent to the storage
-// service, retries included, and how many of them failed or were refused
-// (a conflict on the table's ETag among them). One lease.Manager call is
-// one request or more.
+// service, retries included, and how many of them failed or were refused.
+// One lease.Manager call is one request or more.
 func (m *TableLeaseManager) Requests() (sent, failed uint64) {
 	return m.requests.Load(), m.failures.Load()
 }
@@ -180,14 +211,34 @@ func (t *countingTransport) CloseIdleConnections() {
 	}
 }
 
-// blobClient returns the client of the table blob.
-func (m *TableLeaseManager) blobClient() (*blockblob.Client, error) {
+// BytesRead returns the bytes of the log this manager read: its first read
+// of the current generation, then what was appended since each read.
+func (m *TableLeaseManager) BytesRead() uint64 { return m.received.Load() }
+
+// logName returns the name of generation g of the log.
+func logName(g int) string { return fmt.Sprintf("%s%09d", TableLogPrefix, g) }
+
+// logClient returns the client of generation g of the log.
+func (m *TableLeaseManager) logClient(g int) (*appendblob.Client, error) {
 	c, err := m.cfg.containerClient()
 	if err != nil {
 		return nil, err
 	}
-	return c.NewBlockBlobClient(TableBlobName), nil
+	return c.NewAppendBlobClient(logName(g)), nil
 }
+
+// lock takes the log position for one exchange, or gives up when ctx ends.
+func (m *TableLeaseManager) lock(ctx context.Context) error {
+	select {
+	case m.io <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// unlock gives the log position back.
+func (m *TableLeaseManager) unlock() { <-m.io }
 
 // noteTime records the Date of a response to a request sent at sent.
 func (m *TableLeaseManager) noteTime(date *time.Time, sent time.Time) {
@@ -198,6 +249,16 @@ func (m *TableLeaseManager) noteTime(date *time.Time, sent time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.date, m.sent, m.recv = *date, sent, now
+}
+
+// noteRawTime records the Date header of resp, when it has one.
+func (m *TableLeaseManager) noteRawTime(resp *http.Response, sent time.Time) {
+	if resp == nil {
+		return
+	}
+	if d, err := http.ParseTime(resp.Header.Get("Date")); err == nil {
+		m.noteTime(&d, sent)
+	}
 }
 
 // serviceTime returns bounds of the storage service's clock at the local
@@ -225,55 +286,6 @@ func (m *TableLeaseManager) endAfter(t time.Time, d time.Duration) time.Time {
 	return end
 }
 
-// read gets the table; a missing table or container reads as nil with no
-// error. It records the table and its ETag as the cached ones.
-func (m *TableLeaseManager) read(ctx context.Context) (*table, azcore.ETag, time.Time, error) {
-	b, err := m.blobClient()
-	if err != nil {
-		return nil, "", time.Time{}, err
-	}
-	sent := time.Now()
-	resp, err := b.DownloadStream(ctx, nil)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, "", time.Time{}, ctx.Err()
-		}
-		var re *azcore.ResponseError
-		if errors.As(err, &re) && re.RawResponse != nil {
-			if d, perr := http.ParseTime(re.RawResponse.Header.Get("Date")); perr == nil {
-				m.noteTime(&d, sent)
-			}
-		}
-		if bloberror.HasCode(err, bloberror.BlobNotFound, bloberror.ContainerNotFound, bloberror.ContainerBeingDeleted) {
-			m.setCache(nil, "")
-			return nil, "", m.latestDate(), nil
-		}
-		return nil, "", time.Time{}, fmt.Errorf("batcher: azure read the lease table in %s: %w", RedactURL(m.cfgURL()), sdkError(err))
-	}
-	defer resp.Body.Close()
-	var buf bytes.Buffer
-	if _, err := io.Copy(&buf, resp.Body); err != nil {
-		if ctx.Err() != nil {
-			return nil, "", time.Time{}, ctx.Err()
-		}
-		return nil, "", time.Time{}, fmt.Errorf("batcher: azure read the lease table in %s: %w", RedactURL(m.cfgURL()), sdkError(err))
-	}
-	m.noteTime(resp.Date, sent)
-	if resp.Date == nil {
-		return nil, "", time.Time{}, fmt.Errorf("batcher: azure read the lease table in %s: the response has no Date header to judge leases by", RedactURL(m.cfgURL()))
-	}
-	t, err := decodeTable(buf.Bytes())
-	if err != nil {
-		return nil, "", time.Time{}, TableError{Container: m.cfg.containerName, Err: err}
-	}
-	var etag azcore.ETag
-	if resp.ETag != nil {
-		etag = *resp.ETag
-	}
-	m.setCache(t, etag)
-	return t, etag, *resp.Date, nil
-}
-
 // latestDate returns the Date of the latest response.
 func (m *TableLeaseManager) latestDate() time.Time {
 	m.mu.Lock()
@@ -290,173 +302,457 @@ func (m *TableLeaseManager) cfgURL() string {
 	return c.URL()
 }
 
-// setCache records t (nil: none) as the table at etag, read or written now.
-func (m *TableLeaseManager) setCache(t *table, etag azcore.ETag) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.cached, m.etag, m.at = t, etag, time.Now()
+// startAt sets the position to the beginning of generation g, nothing of
+// it read.
+func (m *TableLeaseManager) startAt(g int) {
+	m.gen, m.id, m.offset, m.etag, m.state, m.sealed = g, "", 0, "", nil, false
 }
 
-// cachedTable returns a copy of the cached table when it is recent enough
-// to write over without reading it first.
-func (m *TableLeaseManager) cachedTable() (*table, azcore.ETag, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.cached == nil || time.Since(m.at) > m.trust {
-		return nil, "", false
-	}
-	return m.cached.clone(), m.etag, true
-}
+// blobIsSealed is the error code of a write to a sealed blob.
+const blobIsSealed = bloberror.Code("BlobIsSealed")
 
-// adjustTrust doubles how old a cached table may be after a write over it
-// succeeded, and halves it after one was refused.
-func (m *TableLeaseManager) adjustTrust(ok bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if ok {
-		m.trust = min(2*m.trust, maxTrust)
-	} else {
-		m.trust = max(m.trust/2, minTrust)
-	}
-}
-
-// errNoChange is what a change function returns when the table needs no
-// write.
-var errNoChange = errors.New("no change")
-
-// change applies fn to the current table and writes the result over it,
-// conditional on its ETag: when another writer changed the table first, it
-// reads it again and retries after a random wait that doubles each time, up
-// to maxAttempts writes (then a ContentionError) or until ctx ends. fn gets
-// a copy of the table (nil when there is none: it may create one) and the
-// bounds of the service's time now; it returns errNoChange when nothing is
-// to be written, and any other error to give up. fn may run several times.
-func (m *TableLeaseManager) change(ctx context.Context, fn func(t *table, lo, hi time.Time) (*table, error)) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	b, err := m.blobClient()
+// locate finds the latest generation of the log; ok is false when there is
+// none (or no container).
+func (m *TableLeaseManager) locate(ctx context.Context) (g int, ok bool, err error) {
+	c, err := m.cfg.containerClient()
 	if err != nil {
-		return err
+		return 0, false, err
 	}
-	m.wmu.Lock()
-	defer m.wmu.Unlock()
-	wait := 4 * time.Millisecond
-	for attempt := 1; ; attempt++ {
-		t, etag, cached := m.cachedTable()
-		if !cached {
-			if t, etag, _, err = m.read(ctx); err != nil {
+	prefix := TableLogPrefix
+	pager := c.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: &prefix})
+	g = -1
+	for pager.More() {
+		sent := time.Now()
+		var raw *http.Response
+		page, err := pager.NextPage(runtime.WithCaptureResponse(ctx, &raw))
+		m.noteRawTime(raw, sent)
+		if err != nil {
+			if ctx.Err() != nil {
+				return 0, false, ctx.Err()
+			}
+			if bloberror.HasCode(err, bloberror.ContainerNotFound, bloberror.ContainerBeingDeleted) {
+				return 0, false, nil
+			}
+			return 0, false, fmt.Errorf("batcher: azure list the lease log in %s: %w", RedactURL(c.URL()), sdkError(err))
+		}
+		for _, item := range page.Segment.BlobItems {
+			if item.Name == nil {
+				continue
+			}
+			var n int
+			if _, err := fmt.Sscanf(strings.TrimPrefix(*item.Name, TableLogPrefix), "%d", &n); err == nil && n > g {
+				g = n
+			}
+		}
+	}
+	return g, g >= 0, nil
+}
+
+// readStatus is what one read of the log found.
+type readStatus int
+
+const (
+	readOK    readStatus = iota // read to the end of the generation
+	readGone                    // the generation's blob (or container) is gone
+	readReset                   // the blob is not the one read before: read it again from the start
+	readEmpty                   // the generation has no first record yet
+)
+
+// readMore reads what was appended to the current generation since the
+// last read, in one conditional Get Blob, and folds it into the state.
+func (m *TableLeaseManager) readMore(ctx context.Context) (readStatus, error) {
+	b, err := m.logClient(m.gen)
+	if err != nil {
+		return 0, err
+	}
+	opts := &blob.DownloadStreamOptions{}
+	from := m.offset
+	if from > 0 {
+		// Read from the last byte already read, the newline that ends the
+		// last record: the range is never past the end of the same blob,
+		// and a blob written anew shows itself there.
+		from--
+		opts.Range = blob.HTTPRange{Offset: from}
+	}
+	if m.etag != "" {
+		etag := m.etag
+		opts.AccessConditions = &blob.AccessConditions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfNoneMatch: &etag}}
+	}
+	sent := time.Now()
+	var raw *http.Response
+	resp, err := b.DownloadStream(runtime.WithCaptureResponse(ctx, &raw), opts)
+	m.noteRawTime(raw, sent)
+	if err != nil {
+		switch {
+		case ctx.Err() != nil:
+			return 0, ctx.Err()
+		case bloberror.HasCode(err, bloberror.BlobNotFound, bloberror.ContainerNotFound, bloberror.ContainerBeingDeleted):
+			return readGone, nil
+		case bloberror.HasCode(err, bloberror.InvalidRange):
+			return readReset, nil
+		}
+		return 0, fmt.Errorf("batcher: azure read the lease log in %s: %w", RedactURL(m.cfgURL()), sdkError(err))
+	}
+	if raw != nil && raw.StatusCode == http.StatusNotModified {
+		if raw.Header.Get("Date") == "" {
+			return 0, m.noDate()
+		}
+		return readOK, nil
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+		return 0, fmt.Errorf("batcher: azure read the lease log in %s: %w", RedactURL(m.cfgURL()), sdkError(err))
+	}
+	m.received.Add(uint64(len(body)))
+	if resp.Date == nil {
+		return 0, m.noDate()
+	}
+	if m.offset > 0 {
+		if len(body) == 0 || body[0] != '\n' {
+			return readReset, nil
+		}
+		body = body[1:]
+	} else if len(body) == 0 {
+		return readEmpty, nil
+	}
+	m.sealed = resp.IsSealed != nil && *resp.IsSealed
+	if st, err := m.fold(body); st != readOK || err != nil {
+		return st, err
+	}
+	if resp.ETag != nil {
+		m.etag = *resp.ETag
+	}
+	return readOK, nil
+}
+
+// noDate is the error of a response with no Date header.
+func (m *TableLeaseManager) noDate() error {
+	return fmt.Errorf("batcher: azure lease log in %s: the service sent no Date header to time leases by", RedactURL(m.cfgURL()))
+}
+
+// fold applies the records in body, which starts at the current offset,
+// to the state, recording the outcomes of the record at m.want.
+func (m *TableLeaseManager) fold(body []byte) (readStatus, error) {
+	for len(body) > 0 {
+		line, rest, found := bytes.Cut(body, []byte{'\n'})
+		if !found {
+			return 0, m.damaged(fmt.Errorf("a record at offset %d has no end", m.offset))
+		}
+		rec, err := decodeRecord(line)
+		if err != nil {
+			return 0, m.damaged(fmt.Errorf("record at offset %d: %w", m.offset, err))
+		}
+		switch {
+		case m.offset == 0:
+			if rec.Op != opCheckpoint {
+				return 0, m.damaged(errors.New("the first record is not a table"))
+			}
+			t, err := decodeTable(rec.Table)
+			if err != nil {
+				return 0, m.damaged(fmt.Errorf("the first record: %w", err))
+			}
+			if rec.Lo != 0 {
+				t.clock = time.UnixMilli(rec.Lo)
+			}
+			m.state, m.id = t, rec.Gen
+		case rec.Gen != m.id:
+			// A record of another generation's id: the blob was written
+			// anew since the last read.
+			return readReset, nil
+		case rec.Op == opCheckpoint:
+			return 0, m.damaged(fmt.Errorf("a table record at offset %d", m.offset))
+		default:
+			res := m.state.apply(rec)
+			if m.offset == m.want {
+				m.results = res
+			}
+		}
+		m.offset += int64(len(line)) + 1
+		body = rest
+	}
+	return readOK, nil
+}
+
+// damaged wraps what is wrong with the log in a TableError.
+func (m *TableLeaseManager) damaged(err error) error {
+	return TableError{Container: m.cfg.containerName, Generation: m.gen, Err: err}
+}
+
+// refresh brings the state up to the end of the log, following it from a
+// sealed generation to the next, finding it anew when its blob is gone and
+// writing the first record of a generation that has none. A state of nil
+// afterwards means there is no log.
+func (m *TableLeaseManager) refresh(ctx context.Context) error {
+	for attempt := 0; attempt < maxAttempts; attempt++ {
+		if m.gen < 0 {
+			g, ok, err := m.locate(ctx)
+			if err != nil {
 				return err
 			}
-			if t != nil {
-				t = t.clone()
+			if !ok {
+				m.state, m.pending = nil, nil
+				return nil
 			}
+			m.startAt(g)
+			m.pending = nil
 		}
-		// A table is only cached with the Date of the response it came
-		// in, and read answers without one are refused, so the service's
-		// clock is bounded here but for a missing table answered without
-		// a Date.
-		lo, hi, ok := m.serviceTime(time.Now())
-		if !ok {
-			return fmt.Errorf("batcher: azure lease table in %s: the service sent no Date header to time leases by", RedactURL(m.cfgURL()))
-		}
-		next, err := fn(t, lo, hi)
-		if errors.Is(err, errNoChange) {
-			return nil
-		}
+		st, err := m.readMore(ctx)
 		if err != nil {
 			return err
 		}
-		next.sweep(lo)
-		err = m.write(ctx, b, next, etag)
-		if cached {
-			m.adjustTrust(err == nil)
+		switch st {
+		case readOK:
+			if !m.sealed {
+				return nil
+			}
+			// The generation is complete: the next one starts from this
+			// table.
+			m.pending = m.state
+			m.startAt(m.gen + 1)
+		case readGone:
+			if m.pending != nil {
+				// The generation after a sealed one is not there yet:
+				// begin it.
+				err := m.begin(ctx, m.gen, m.pending)
+				if err == nil {
+					continue
+				}
+				if !errors.Is(err, errContainerGone) {
+					return err
+				}
+			}
+			m.gen, m.pending = -1, nil
+		case readReset:
+			m.startAt(m.gen)
+		case readEmpty:
+			switch {
+			case m.pending != nil || m.gen == 0:
+				t := m.pending
+				if t == nil {
+					t = newTable()
+				}
+				switch err := m.begin(ctx, m.gen, t); {
+				case errors.Is(err, errContainerGone):
+					m.gen, m.pending = -1, nil
+				case err != nil:
+					return err
+				}
+			default:
+				// The first record of this generation is the table the
+				// one before it ends with: read that one to its end.
+				if err := m.seal(ctx, m.gen-1); err != nil {
+					return err
+				}
+				m.startAt(m.gen - 1)
+			}
 		}
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, errTableMoved) {
-			return err
-		}
-		m.setCache(nil, "")
-		if attempt == maxAttempts {
-			return ContentionError{Container: m.cfg.containerName, Attempts: attempt}
-		}
-		// Another instance wrote first: read again after a random wait
-		// that doubles with each conflict, so that many writers spread out
-		// instead of retrying in step.
-		if err := sleepCtx(ctx, time.Duration(rand.Int64N(int64(wait))+1)); err != nil {
-			return err
-		}
-		wait = min(2*wait, maxBackoff)
 	}
+	return fmt.Errorf("batcher: azure lease log in %s moved under %d reads in a row", RedactURL(m.cfgURL()), maxAttempts)
 }
 
-// errTableMoved reports that the table changed since it was read.
-var errTableMoved = errors.New("the lease table changed since it was read")
-
-// write puts t over the table at etag (none: only if there is no table)
-// and caches it.
-func (m *TableLeaseManager) write(ctx context.Context, b *blockblob.Client, t *table, etag azcore.ETag) error {
-	cond := &blob.ModifiedAccessConditions{}
-	if etag == "" {
-		any := azcore.ETagAny
-		cond.IfNoneMatch = &any
-	} else {
-		cond.IfMatch = &etag
-	}
-	body, err := t.encode()
+// begin makes generation g exist with t as its first record, unless another
+// instance did first; then, when it wrote that record, it deletes the
+// generation before the sealed one, which no instance needs any more.
+func (m *TableLeaseManager) begin(ctx context.Context, g int, t *table) error {
+	b, err := m.logClient(g)
 	if err != nil {
-		return TableError{Container: m.cfg.containerName, Err: err}
+		return err
 	}
+	any := azcore.ETagAny
 	sent := time.Now()
-	resp, err := b.Upload(ctx, streaming.NopCloser(bytes.NewReader(body)), &blockblob.UploadOptions{
-		AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: cond},
+	resp, err := b.Create(ctx, &appendblob.CreateOptions{AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfNoneMatch: &any}}})
+	switch {
+	case err == nil:
+		m.noteTime(resp.Date, sent)
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case bloberror.HasCode(err, bloberror.BlobAlreadyExists):
+	case bloberror.HasCode(err, bloberror.ContainerNotFound, bloberror.ContainerBeingDeleted):
+		return errContainerGone
+	default:
+		return fmt.Errorf("batcher: azure begin the lease log in %s: %w", RedactURL(m.cfgURL()), sdkError(err))
+	}
+	t = t.clone()
+	t.sweep(t.clock)
+	doc, err := t.encode()
+	if err != nil {
+		return m.damaged(err)
+	}
+	rec := &logRecord{Gen: newGenerationID(), Op: opCheckpoint, Table: doc}
+	if !t.clock.IsZero() {
+		rec.Lo = t.clock.UnixMilli()
+	}
+	line, err := encodeRecord(rec)
+	if err != nil {
+		return m.damaged(err)
+	}
+	zero := int64(0)
+	sent = time.Now()
+	aresp, err := b.AppendBlock(ctx, streaming.NopCloser(bytes.NewReader(line)), &appendblob.AppendBlockOptions{
+		AppendPositionAccessConditions: &appendblob.AppendPositionAccessConditions{AppendPosition: &zero},
 	})
 	switch {
 	case err == nil:
-		if resp.Date != nil && resp.ETag != nil {
-			m.noteTime(resp.Date, sent)
-			m.setCache(t, *resp.ETag)
-		} else {
-			m.setCache(nil, "")
+		m.noteTime(aresp.Date, sent)
+		if g >= 2 {
+			if old, err := m.logClient(g - 2); err == nil {
+				_, _ = old.Delete(ctx, nil)
+			}
 		}
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case bloberror.HasCode(err, bloberror.AppendPositionConditionNotMet, bloberror.BlobNotFound):
+		// Another instance wrote it first (or the blob went away: the
+		// next read finds out).
+	default:
+		return fmt.Errorf("batcher: azure begin the lease log in %s: %w", RedactURL(m.cfgURL()), sdkError(err))
+	}
+	return nil
+}
+
+// errContainerGone reports that the container went away under begin.
+var errContainerGone = errors.New("the container is gone")
+
+// seal seals generation g, so that nothing more is appended to it.
+func (m *TableLeaseManager) seal(ctx context.Context, g int) error {
+	b, err := m.logClient(g)
+	if err != nil {
+		return err
+	}
+	sent := time.Now()
+	resp, err := b.Seal(ctx, nil)
+	switch {
+	case err == nil:
+		m.noteTime(resp.Date, sent)
 		return nil
 	case ctx.Err() != nil:
 		return ctx.Err()
-	case bloberror.HasCode(err, bloberror.ConditionNotMet, bloberror.BlobAlreadyExists, bloberror.BlobNotFound):
-		return errTableMoved
-	case bloberror.HasCode(err, bloberror.ContainerNotFound):
-		return lease.PartitionMissingError{Partition: 0}
+	case bloberror.HasCode(err, bloberror.BlobNotFound, bloberror.ContainerNotFound):
+		return nil // the next read finds out
 	}
-	return fmt.Errorf("batcher: azure write the lease table in %s: %w", RedactURL(m.cfgURL()), sdkError(err))
+	return fmt.Errorf("batcher: azure seal the lease log in %s: %w", RedactURL(m.cfgURL()), sdkError(err))
 }
 
-// sleepCtx waits d or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-timer.C:
-		return nil
+// errNoLog reports that there is no log to write a change to.
+var errNoLog = errors.New("no lease log")
+
+// commit appends one record, filled in by fill with the bounds of the
+// service's time now, and returns its outcomes as the log's fold judged
+// them. It returns errNoLog when there is no log.
+func (m *TableLeaseManager) commit(ctx context.Context, fill func(rec *logRecord, lo time.Time, now time.Time)) ([]error, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
+	if err := m.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer m.unlock()
+	for attempt := 0; attempt < maxAttempts; attempt++ {
+		if m.state == nil {
+			if err := m.refresh(ctx); err != nil {
+				return nil, err
+			}
+			if m.state == nil {
+				return nil, errNoLog
+			}
+		}
+		now := time.Now()
+		lo, _, _ := m.serviceTime(now)
+		rec := &logRecord{Gen: m.id, Lo: lo.UnixMilli()}
+		fill(rec, lo, now)
+		line, err := encodeRecord(rec)
+		if err != nil {
+			return nil, m.damaged(err)
+		}
+		b, err := m.logClient(m.gen)
+		if err != nil {
+			return nil, err
+		}
+		sent := time.Now()
+		resp, err := b.AppendBlock(ctx, streaming.NopCloser(bytes.NewReader(line)), nil)
+		if err != nil {
+			switch {
+			case ctx.Err() != nil:
+				return nil, ctx.Err()
+			case bloberror.HasCode(err, blobIsSealed):
+				// Read the sealed generation to its end and go on in the
+				// next one.
+				if err := m.refresh(ctx); err != nil {
+					return nil, err
+				}
+				continue
+			case bloberror.HasCode(err, bloberror.BlobNotFound, bloberror.ContainerNotFound, bloberror.ContainerBeingDeleted):
+				m.gen, m.state = -1, nil
+				continue
+			}
+			return nil, fmt.Errorf("batcher: azure append to the lease log in %s: %w", RedactURL(m.cfgURL()), sdkError(err))
+		}
+		m.noteTime(resp.Date, sent)
+		at := int64(-1)
+		if resp.BlobAppendOffset != nil {
+			at, _ = strconv.ParseInt(*resp.BlobAppendOffset, 10, 64)
+		}
+		var results []error
+		switch {
+		case at == m.offset:
+			// Nothing was appended since the last read: the outcome is
+			// the current table's.
+			results = m.state.apply(rec)
+			m.offset += int64(len(line))
+			if resp.ETag != nil {
+				m.etag = *resp.ETag
+			}
+		case at > m.offset:
+			m.want, m.results = at, nil
+			st, err := m.readMore(ctx)
+			m.want = -1
+			if err != nil {
+				return nil, err
+			}
+			if st != readOK || m.results == nil && rec.Op != opDemand && rec.Op != opPartitions || m.offset <= at {
+				m.gen, m.state = -1, nil
+				return nil, fmt.Errorf("batcher: azure lease log in %s: the change appended at offset %d was not found where the service put it", RedactURL(m.cfgURL()), at)
+			}
+			results = m.results
+		default:
+			m.gen, m.state = -1, nil
+			return nil, fmt.Errorf("batcher: azure lease log in %s: the service put a change at offset %d, before the %d bytes already read", RedactURL(m.cfgURL()), at, m.offset)
+		}
+		if m.offset >= m.rollBytes && !m.sealed {
+			// The generation is long enough: seal it and begin the next.
+			// Best effort: the outcome is known, and another instance
+			// seals it when this one cannot.
+			if m.seal(ctx, m.gen) == nil {
+				_ = m.refresh(ctx)
+			}
+		}
+		return results, nil
+	}
+	return nil, fmt.Errorf("batcher: azure lease log in %s moved under %d appends in a row", RedactURL(m.cfgURL()), maxAttempts)
 }
 
-// Snapshot reads the table in one Get Blob: partitions below the table's
-// count are leased while an entry's end has not passed the response's Date,
-// the others missing; a missing table or container reads as every partition
-// missing and no demand.
+// Snapshot reads what was appended to the log since the last read, in one
+// conditional Get Blob: partitions below the table's count are leased while
+// an entry's end has not passed the response's Date, the others missing; a
+// missing log or container reads as every partition missing and no demand.
 func (m *TableLeaseManager) Snapshot(ctx context.Context, count int) (lease.Snapshot, error) {
 	if err := ctx.Err(); err != nil {
 		return lease.Snapshot{}, err
 	}
-	t, _, now, err := m.read(ctx)
-	if err != nil {
+	if err := m.lock(ctx); err != nil {
 		return lease.Snapshot{}, err
 	}
+	defer m.unlock()
+	if err := m.refresh(ctx); err != nil {
+		return lease.Snapshot{}, err
+	}
+	now := m.latestDate()
 	snap := lease.Snapshot{Partitions: make([]lease.PartitionState, count), Demands: map[string]uint32{}}
+	t := m.state
 	if t == nil {
 		return snap, nil
 	}
@@ -478,8 +774,38 @@ func (m *TableLeaseManager) Snapshot(ctx context.Context, count int) (lease.Snap
 	return snap, nil
 }
 
-// Provision creates the container unless it exists, then the table unless
-// it exists, or raises its partition count to count. It reports the
+// bootstrap creates the container unless it exists and the first generation
+// of the log unless it exists, and returns the container's event.
+func (m *TableLeaseManager) bootstrap(ctx context.Context) (string, error) {
+	c, err := m.cfg.containerClient()
+	if err != nil {
+		return "", err
+	}
+	event, err := m.cfg.createContainer(ctx, c)
+	if err != nil {
+		return "", err
+	}
+	if err := m.lock(ctx); err != nil {
+		return "", err
+	}
+	defer m.unlock()
+	if err := m.refresh(ctx); err != nil {
+		return "", err
+	}
+	if m.state == nil {
+		if err := m.begin(ctx, 0, newTable()); err != nil && !errors.Is(err, errContainerGone) {
+			return "", err
+		}
+		m.gen = -1
+		if err := m.refresh(ctx); err != nil {
+			return "", err
+		}
+	}
+	return event, nil
+}
+
+// Provision creates the container unless it exists, then the log unless it
+// exists, or raises its partition count to count. It reports the
 // container, then each partition: created when the table did not count it
 // before, verified when it did.
 func (m *TableLeaseManager) Provision(ctx context.Context, count int, report func(event string, val int, msg string)) error {
@@ -489,29 +815,36 @@ func (m *TableLeaseManager) Provision(ctx context.Context, count int, report fun
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	c, err := m.cfg.containerClient()
+	event, err := m.bootstrap(ctx)
 	if err != nil {
 		return err
 	}
-	event, err := m.cfg.createContainer(ctx, c)
-	if err != nil {
-		return err
+	report(event, 0, RedactURL(m.cfgURL()))
+	before := -1
+	for attempt := 0; attempt < maxAttempts && before < 0; attempt++ {
+		if before, err = m.partitionCount(ctx); err != nil {
+			return err
+		}
+		if before >= count {
+			break
+		}
+		_, err = m.commit(ctx, func(rec *logRecord, _, _ time.Time) {
+			rec.Op, rec.N = opPartitions, int64(count)
+			before = m.state.partitions
+		})
+		if errors.Is(err, errNoLog) {
+			before = -1
+			if _, err = m.bootstrap(ctx); err != nil {
+				return err
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
 	}
-	report(event, 0, RedactURL(c.URL()))
-	before := 0
-	err = m.change(ctx, func(t *table, _, _ time.Time) (*table, error) {
-		if t == nil {
-			t = newTable()
-		}
-		before = t.partitions
-		if t.partitions >= count {
-			return nil, errNoChange
-		}
-		t.partitions = count
-		return t, nil
-	})
-	if err != nil {
-		return err
+	if before < 0 {
+		return fmt.Errorf("batcher: azure lease log in %s went away %d times while provisioned", RedactURL(m.cfgURL()), maxAttempts)
 	}
 	for i := 0; i < count; i++ {
 		if i < before {
@@ -521,6 +854,22 @@ func (m *TableLeaseManager) Provision(ctx context.Context, count int, report fun
 		}
 	}
 	return nil
+}
+
+// partitionCount reads the log to its end and returns the table's partition
+// count, or -1 when there is no log.
+func (m *TableLeaseManager) partitionCount(ctx context.Context) (int, error) {
+	if err := m.lock(ctx); err != nil {
+		return 0, err
+	}
+	defer m.unlock()
+	if err := m.refresh(ctx); err != nil {
+		return 0, err
+	}
+	if m.state == nil {
+		return -1, nil
+	}
+	return m.state.partitions, nil
 }
 
 // Acquire takes the lease on partition for owner for d; one that owner
@@ -539,16 +888,10 @@ func only(results []error, err error) error {
 }
 
 // AcquireBatch takes the leases on partitions for owner for d in one
-// write: each partition that nobody else holds is taken, or extended when
+// append: each partition that nobody else holds is taken, or extended when
 // owner holds it already.
 func (m *TableLeaseManager) AcquireBatch(ctx context.Context, partitions []int, owner string, d time.Duration) ([]error, error) {
-	return m.batch(ctx, partitions, owner, d, func(t *table, p int, lo, end time.Time) error {
-		if e, ok := t.leases[p]; ok && e.owner != owner && e.end.After(lo) {
-			return lease.ConflictError{Partition: p}
-		}
-		t.leases[p] = tableEntry{owner: owner, end: end}
-		return nil
-	})
+	return m.batch(ctx, opAcquire, partitions, owner, d)
 }
 
 // Renew extends owner's lease on partition to d from now. As in Azure, the
@@ -557,15 +900,9 @@ func (m *TableLeaseManager) Renew(ctx context.Context, partition int, owner stri
 	return only(m.RenewBatch(ctx, []int{partition}, owner, d))
 }
 
-// RenewBatch renews owner's leases on partitions in one write.
+// RenewBatch renews owner's leases on partitions in one append.
 func (m *TableLeaseManager) RenewBatch(ctx context.Context, partitions []int, owner string, d time.Duration) ([]error, error) {
-	return m.batch(ctx, partitions, owner, d, func(t *table, p int, _, end time.Time) error {
-		if e, ok := t.leases[p]; !ok || e.owner != owner {
-			return lease.ConflictError{Partition: p}
-		}
-		t.leases[p] = tableEntry{owner: owner, end: end}
-		return nil
-	})
+	return m.batch(ctx, opRenew, partitions, owner, d)
 }
 
 // Release ends owner's lease on partition at once.
@@ -573,21 +910,14 @@ func (m *TableLeaseManager) Release(ctx context.Context, partition int, owner st
 	return only(m.ReleaseBatch(ctx, []int{partition}, owner))
 }
 
-// ReleaseBatch ends owner's leases on partitions in one write.
+// ReleaseBatch ends owner's leases on partitions in one append.
 func (m *TableLeaseManager) ReleaseBatch(ctx context.Context, partitions []int, owner string) ([]error, error) {
-	return m.batch(ctx, partitions, owner, 0, func(t *table, p int, _, _ time.Time) error {
-		if e, ok := t.leases[p]; !ok || e.owner != owner {
-			return lease.ConflictError{Partition: p}
-		}
-		delete(t.leases, p)
-		return nil
-	})
+	return m.batch(ctx, opRelease, partitions, owner, 0)
 }
 
-// batch applies op to each of partitions in one change of the table and
-// returns each one's outcome. op gets the lower bound of the service's time
-// and the end of a lease of d sent now.
-func (m *TableLeaseManager) batch(ctx context.Context, partitions []int, owner string, d time.Duration, op func(t *table, p int, lo, end time.Time) error) ([]error, error) {
+// batch appends one change of op on partitions for owner and returns each
+// partition's outcome; with no log, every partition is missing.
+func (m *TableLeaseManager) batch(ctx context.Context, op string, partitions []int, owner string, d time.Duration) ([]error, error) {
 	if owner == "" {
 		return nil, errors.New("batcher: azure lease owner is empty")
 	}
@@ -596,40 +926,28 @@ func (m *TableLeaseManager) batch(ctx context.Context, partitions []int, owner s
 			return nil, err
 		}
 	}
-	var results []error
-	err := m.change(ctx, func(t *table, lo, _ time.Time) (*table, error) {
-		results = make([]error, len(partitions))
-		if t == nil {
-			for i, p := range partitions {
-				results[i] = lease.PartitionMissingError{Partition: p}
-			}
-			return nil, errNoChange
-		}
-		end := m.endAfter(time.Now(), d)
-		changed := false
-		for i, p := range partitions {
-			if p < 0 || p >= t.partitions {
-				results[i] = lease.PartitionMissingError{Partition: p}
-				continue
-			}
-			if results[i] = op(t, p, lo, end); results[i] == nil {
-				changed = true
-			}
-		}
-		if !changed {
-			return nil, errNoChange
-		}
-		return t, nil
-	})
-	if err != nil {
-		return nil, err
+	if len(partitions) == 0 {
+		return []error{}, nil
 	}
-	return results, nil
+	results, err := m.commit(ctx, func(rec *logRecord, _, now time.Time) {
+		rec.Op, rec.Owner, rec.Partitions = op, owner, partitions
+		if d != 0 {
+			rec.End = m.endAfter(now, d).Unix()
+		}
+	})
+	if errors.Is(err, errNoLog) {
+		results = make([]error, len(partitions))
+		for i, p := range partitions {
+			results[i] = lease.PartitionMissingError{Partition: p}
+		}
+		return results, nil
+	}
+	return results, err
 }
 
 // PublishDemand records that owner wants partitions partitions until ttl
-// from now; zero removes the record. A container that does not exist yet is
-// created, and a table with no partitions, since a demand needs none.
+// from now; zero removes the record. A container or log that does not
+// exist yet is created, with no partitions, since a demand needs none.
 func (m *TableLeaseManager) PublishDemand(ctx context.Context, owner string, partitions uint32, ttl time.Duration) error {
 	if owner == "" {
 		return errors.New("batcher: azure demand owner is empty")
@@ -637,36 +955,75 @@ func (m *TableLeaseManager) PublishDemand(ctx context.Context, owner string, par
 	if partitions > 0 && ttl <= 0 {
 		return fmt.Errorf("batcher: azure demand ttl %v is not positive", ttl)
 	}
-	err := m.change(ctx, func(t *table, _, _ time.Time) (*table, error) {
-		if t == nil {
-			if partitions == 0 {
-				return nil, errNoChange
+	for attempt := 0; attempt < maxAttempts; attempt++ {
+		_, err := m.commit(ctx, func(rec *logRecord, _, now time.Time) {
+			rec.Op, rec.Owner, rec.N = opDemand, owner, int64(partitions)
+			if partitions > 0 {
+				rec.End = m.endAfter(now, ttl).Unix()
 			}
-			t = newTable()
+		})
+		if !errors.Is(err, errNoLog) {
+			return err
 		}
 		if partitions == 0 {
-			if _, ok := t.demands[owner]; !ok {
-				return nil, errNoChange
-			}
-			delete(t.demands, owner)
-			return t, nil
+			return nil // no log, no record to withdraw
 		}
-		t.demands[owner] = tableDemand{partitions: partitions, end: m.endAfter(time.Now(), ttl)}
-		return t, nil
-	})
-	var missing lease.PartitionMissingError
-	if errors.As(err, &missing) && partitions > 0 {
-		// The container is gone: create it, then publish again.
-		c, cerr := m.cfg.containerClient()
-		if cerr != nil {
-			return cerr
+		if _, err := m.bootstrap(ctx); err != nil {
+			return err
 		}
-		if _, cerr = m.cfg.createContainer(ctx, c); cerr != nil {
-			return cerr
-		}
-		return m.PublishDemand(ctx, owner, partitions, ttl)
 	}
-	return err
+	return fmt.Errorf("batcher: azure lease log in %s went away %d times while a demand was published", RedactURL(m.cfgURL()), maxAttempts)
+}
+
+// apply folds one change into t and returns the outcome for each of its
+// partitions (nil for a change without partitions).
+func (t *table) apply(rec *logRecord) []error {
+	lo := time.UnixMilli(rec.Lo)
+	if lo.After(t.clock) {
+		t.clock = lo
+	}
+	end := time.Unix(rec.End, 0)
+	switch rec.Op {
+	case opPartitions:
+		t.partitions = max(t.partitions, int(rec.N))
+		return nil
+	case opDemand:
+		if rec.N <= 0 {
+			delete(t.demands, rec.Owner)
+		} else {
+			t.demands[rec.Owner] = tableDemand{partitions: uint32(rec.N), end: end}
+		}
+		return nil
+	}
+	results := make([]error, len(rec.Partitions))
+	for i, p := range rec.Partitions {
+		if p < 0 || p >= t.partitions {
+			results[i] = lease.PartitionMissingError{Partition: p}
+			continue
+		}
+		e, ok := t.leases[p]
+		switch rec.Op {
+		case opAcquire:
+			if ok && e.owner != rec.Owner && e.end.After(lo) {
+				results[i] = lease.ConflictError{Partition: p}
+				continue
+			}
+			t.leases[p] = tableEntry{owner: rec.Owner, end: end}
+		case opRenew:
+			if !ok || e.owner != rec.Owner {
+				results[i] = lease.ConflictError{Partition: p}
+				continue
+			}
+			t.leases[p] = tableEntry{owner: rec.Owner, end: end}
+		case opRelease:
+			if !ok || e.owner != rec.Owner {
+				results[i] = lease.ConflictError{Partition: p}
+				continue
+			}
+			delete(t.leases, p)
+		}
+	}
+	return results
 }
 
 // newTable returns an empty table.
@@ -676,7 +1033,7 @@ func newTable() *table {
 
 // clone returns a deep copy of t.
 func (t *table) clone() *table {
-	return &table{partitions: t.partitions, leases: maps.Clone(t.leases), demands: maps.Clone(t.demands)}
+	return &table{partitions: t.partitions, leases: maps.Clone(t.leases), demands: maps.Clone(t.demands), clock: t.clock}
 }
 
 // sweep drops the entries that ended more than staleEntryAge before now.
@@ -694,36 +1051,17 @@ func (t *table) sweep(now time.Time) {
 	}
 }
 
-// maxAttempts bounds the writes of one change of the table: past it, other
-// writers keep winning, and the caller's next pass (which backs off) does
-// better than more requests now.
-const maxAttempts = 12
-
-// maxBackoff bounds the random wait after a conflict.
-const maxBackoff = time.Second
-
-// ContentionError is returned by a TableLeaseManager call whose change of
-// the lease table lost to other writers Attempts times in a row. Nothing
-// was changed; the call may be made again.
-type ContentionError struct {
-	Container string
-	Attempts  int
-}
-
-func (e ContentionError) Error() string {
-	return fmt.Sprintf("batcher: azure lease table %s/%s: other instances changed it first %d times in a row", e.Container, TableBlobName, e.Attempts)
-}
-
-// TableError is returned when the lease table blob holds something this
-// manager cannot read (written by something else, or damaged).
+// TableError is returned when the lease log holds something this manager
+// cannot read (written by something else, or damaged).
 type TableError struct {
-	Container string
-	Err       error
+	Container  string
+	Generation int
+	Err        error
 }
 
 func (e TableError) Error() string {
-	return fmt.Sprintf("batcher: azure lease table %s/%s cannot be read: %v", e.Container, TableBlobName, e.Err)
+	return fmt.Sprintf("batcher: azure lease log %s/%s cannot be read: %v", e.Container, logName(e.Generation), e.Err)
 }
 
-// Unwrap returns what was wrong with the table.
+// Unwrap returns what was wrong with the log.
 func (e TableError) Unwrap() error { return e.Err }

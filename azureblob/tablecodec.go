@@ -1,6 +1,8 @@
 package azureblob
 
 import (
+	cryptorand "crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -91,4 +93,82 @@ func decodeTable(b []byte) (*table, error) {
 		t.demands[o] = tableDemand{partitions: uint32(d[1]), end: time.Unix(d[2], 0)}
 	}
 	return t, nil
+}
+
+// The kinds of record in the lease log.
+const (
+	opCheckpoint = "t" // the whole table: the first record of a generation
+	opPartitions = "n" // raise the partition count to N
+	opAcquire    = "a" // acquire Partitions for Owner until End
+	opRenew      = "r" // renew Owner's leases on Partitions until End
+	opRelease    = "x" // release Owner's leases on Partitions
+	opDemand     = "d" // Owner wants N partitions until End; 0 withdraws
+)
+
+// logRecord is one line of the lease log: JSON, ended by a newline.
+//
+//	{"g":"<generation id>","op":"a","o":"<owner>","lo":<ms>,"end":<s>,"p":[3,7]}
+//
+// Gen is the id of the generation the writer read, so a blob written anew
+// under the same name is never mistaken for the one read before. Lo is the
+// writer's lower bound of the service's time when it sent the record, in
+// Unix milliseconds; End is a Unix second of the service's clock.
+type logRecord struct {
+	Gen        string          `json:"g"`
+	Op         string          `json:"op"`
+	Owner      string          `json:"o,omitempty"`
+	Lo         int64           `json:"lo,omitempty"`
+	End        int64           `json:"end,omitempty"`
+	N          int64           `json:"n,omitempty"`
+	Partitions []int           `json:"p,omitempty"`
+	Table      json.RawMessage `json:"t,omitempty"`
+}
+
+// encodeRecord returns rec as a line of the log, newline included.
+func encodeRecord(rec *logRecord) ([]byte, error) {
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// decodeRecord reads one line of the log (without its newline), checking
+// that it is a record this version writes.
+func decodeRecord(line []byte) (*logRecord, error) {
+	var rec logRecord
+	if err := json.Unmarshal(line, &rec); err != nil {
+		return nil, err
+	}
+	if rec.Gen == "" {
+		return nil, errors.New("no generation id")
+	}
+	switch rec.Op {
+	case opCheckpoint:
+		if len(rec.Table) == 0 {
+			return nil, errors.New("a table record without a table")
+		}
+	case opPartitions:
+		if rec.N < 0 || rec.N > 1<<31-1 {
+			return nil, fmt.Errorf("partition count %d out of range", rec.N)
+		}
+	case opDemand:
+		if rec.Owner == "" || rec.N < 0 || rec.N > 1<<32-1 {
+			return nil, errors.New("a demand without an owner, or out of range")
+		}
+	case opAcquire, opRenew, opRelease:
+		if rec.Owner == "" {
+			return nil, fmt.Errorf("a %q record without an owner", rec.Op)
+		}
+	default:
+		return nil, fmt.Errorf("unknown record kind %q", rec.Op)
+	}
+	return &rec, nil
+}
+
+// newGenerationID returns a random id for a new generation of the log.
+func newGenerationID() string {
+	var b [8]byte
+	_, _ = cryptorand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }

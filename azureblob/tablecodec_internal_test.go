@@ -66,8 +66,8 @@ func TestTableRefusesWhatItCannotRead(t *testing.T) {
 			t.Errorf("decodeTable(%q) = %+v, want an error", body, tb)
 		}
 	}
-	err := TableError{Container: "c", Err: errors.New("bad")}
-	if !strings.Contains(err.Error(), "c/"+TableBlobName) || !errors.Is(err, err.Err) {
+	err := TableError{Container: "c", Generation: 3, Err: errors.New("bad")}
+	if !strings.Contains(err.Error(), "c/"+TableLogPrefix+"000000003") || !errors.Is(err, err.Err) {
 		t.Errorf("TableError %q does not name the blob or unwrap", err)
 	}
 }

@@ -91,7 +91,7 @@ func (c *countingConn) Write(p []byte) (int, error) {
 // azureListing measures a listing of an Azurite container as the Azure
 // store makes it (List Blobs with metadata, every page): the bytes of the
 // response bodies.
-func azureListing(ctx context.Context, serviceURL, name string) (listingCost, error) {
+func azureListing(ctx context.Context, serviceURL, name string, _ int) (listingCost, error) {
 	var recv atomic.Int64
 	c, err := countingContainer(serviceURL, name, &recv)
 	if err != nil {
@@ -108,24 +108,28 @@ func azureListing(ctx context.Context, serviceURL, name string) (listingCost, er
 	return listingCost{received: recv.Load(), how: fmt.Sprintf("measured: List Blobs response bodies, %d page(s)", pages)}, nil
 }
 
-// tableListing measures what one Snapshot of the lease table moves: the
-// body of the table blob.
-func tableListing(ctx context.Context, serviceURL, name string) (listingCost, error) {
-	var recv atomic.Int64
-	c, err := countingContainer(serviceURL, name, &recv)
-	if err != nil {
+// tableListing measures what one Snapshot of the lease log moves once an
+// instance follows the log: a reader catches up with the log, waits a
+// second (the sharing loop's listing pace) and reads again; the second
+// read's response bytes and time are the figures.
+func tableListing(ctx context.Context, serviceURL, name string, count int) (listingCost, error) {
+	m := azureblob.NewTableLeaseManager(azuriteAccount, name).WithServiceURL(serviceURL).WithMasterKey(azuriteKey)
+	defer m.CloseIdleConnections()
+	if _, err := m.Snapshot(ctx, count); err != nil {
 		return listingCost{}, err
 	}
-	resp, err := c.NewBlobClient(azureblob.TableBlobName).DownloadStream(ctx, nil)
-	if err != nil {
+	select {
+	case <-ctx.Done():
+		return listingCost{}, ctx.Err()
+	case <-time.After(time.Second):
+	}
+	before := m.BytesRead()
+	began := time.Now()
+	if _, err := m.Snapshot(ctx, count); err != nil {
 		return listingCost{}, err
 	}
-	_, err = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if err != nil {
-		return listingCost{}, err
-	}
-	return listingCost{received: recv.Load(), how: "measured: the Get Blob response body of the lease table"}, nil
+	return listingCost{received: int64(m.BytesRead() - before), took: time.Since(began),
+		how: "measured: the log read by a Snapshot 1 s after the previous one"}, nil
 }
 
 // countingContainer returns a client of container name in the Azurite at

@@ -126,7 +126,7 @@ func azuriteNamespace(serviceURL string, table bool) *namespace {
 	var mu sync.Mutex
 	var made []azureManager
 	return &namespace{
-		listing: func(ctx context.Context, _ int) (listingCost, error) { return listing(ctx, serviceURL, name) },
+		listing: func(ctx context.Context, count int) (listingCost, error) { return listing(ctx, serviceURL, name, count) },
 		newManager: func() batcher.LeaseManager {
 			m := newManager()
 			mu.Lock()
