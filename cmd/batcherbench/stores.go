@@ -126,7 +126,9 @@ func azuriteNamespace(serviceURL string, table bool) *namespace {
 	var mu sync.Mutex
 	var made []azureManager
 	return &namespace{
-		listing: func(ctx context.Context, count int) (listingCost, error) { return listing(ctx, serviceURL, name, count) },
+		listing: func(ctx context.Context, count int) (listingCost, error) {
+			return listing(ctx, serviceURL, name, count)
+		},
 		newManager: func() batcher.LeaseManager {
 			m := newManager()
 			mu.Lock()
