@@ -6,11 +6,12 @@
 //     blob of its own, go-batcher v1.8.0's layout. Each lease is renewed
 //     with a call of its own, so an instance's calls grow with the
 //     partitions it holds.
-//   - the lease table (TableLeaseManager, NewTableSharedResource): one blob
-//     holds every lease and demand and is changed by conditional writes, so
-//     an instance acquires, renews or releases any number of partitions in
-//     one write and reads everything in one small read; all writers contend
-//     for that one blob.
+//   - the lease table (TableLeaseManager, NewTableSharedResource): every
+//     lease and demand is kept in a log of changes in append blobs, so an
+//     instance acquires, renews or releases any number of partitions in one
+//     append, which never conflicts with another instance's, and reads what
+//     changed since its last read in one small conditional read; every
+//     instance folds the log alike and so agrees on who holds what.
 //
 // sharing/SIZING.md says which to choose. SharedResource is a
 // sharing.Resource over either, with the configuration of go-batcher

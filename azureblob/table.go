@@ -41,7 +41,7 @@ const TableLogPrefix = "lease-log-"
 // so all instances agree on who won a partition. The writer learns its own
 // outcome from the same fold: at once when nothing was appended since it
 // last read (one request), else from one ranged read of what came between
-// (two). Reading the table is one conditional Get Blob of the bytes
+// (two); a demand, which nobody can refuse, is one request always. Reading the table is one conditional Get Blob of the bytes
 // appended since the last read (an unchanged log answers 304, no body).
 //
 // So an instance's storage calls do not grow with the partitions it holds
@@ -458,7 +458,7 @@ func (m *TableLeaseManager) fold(body []byte) (readStatus, error) {
 			if rec.Lo != 0 {
 				t.clock = time.UnixMilli(rec.Lo)
 			}
-			m.state, m.id = t, rec.Gen
+			m.state, m.id, m.pending = t, rec.Gen, nil
 		case rec.Gen != m.id:
 			// A record of another generation's id: the blob was written
 			// anew since the last read.
@@ -515,14 +515,23 @@ func (m *TableLeaseManager) refresh(ctx context.Context) error {
 			m.startAt(m.gen + 1)
 		case readGone:
 			if m.pending != nil {
-				// The generation after a sealed one is not there yet:
-				// begin it.
-				err := m.begin(ctx, m.gen, m.pending)
-				if err == nil {
-					continue
-				}
-				if !errors.Is(err, errContainerGone) {
+				// The generation after a sealed one is not there: not
+				// begun yet, or begun, sealed and deleted while this
+				// manager was away. Only when no later one exists is it
+				// this manager's to begin; beginning a deleted one anew
+				// would fork the log.
+				latest, ok, err := m.locate(ctx)
+				if err != nil {
 					return err
+				}
+				if ok && latest == m.gen-1 {
+					err := m.begin(ctx, m.gen, m.pending)
+					if err == nil {
+						continue
+					}
+					if !errors.Is(err, errContainerGone) {
+						return err
+					}
 				}
 			}
 			m.gen, m.pending = -1, nil
@@ -706,6 +715,9 @@ func (m *TableLeaseManager) commit(ctx context.Context, fill func(rec *logRecord
 			if resp.ETag != nil {
 				m.etag = *resp.ETag
 			}
+		case rec.Op == opDemand || rec.Op == opPartitions:
+			// A change that cannot be refused has no outcome to learn:
+			// the next read folds it with what came before it.
 		case at > m.offset:
 			m.want, m.results = at, nil
 			st, err := m.readMore(ctx)
@@ -713,7 +725,7 @@ func (m *TableLeaseManager) commit(ctx context.Context, fill func(rec *logRecord
 			if err != nil {
 				return nil, err
 			}
-			if st != readOK || m.results == nil && rec.Op != opDemand && rec.Op != opPartitions || m.offset <= at {
+			if st != readOK || m.results == nil || m.offset <= at {
 				m.gen, m.state = -1, nil
 				return nil, fmt.Errorf("batcher: azure lease log in %s: the change appended at offset %d was not found where the service put it", RedactURL(m.cfgURL()), at)
 			}

@@ -1,10 +1,14 @@
 package azureblob
 
 import (
+	"bytes"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/costwise/batcher/lease"
 )
 
 // TestTableRoundTrip checks that a table reads back as written, owners
@@ -119,4 +123,98 @@ func FuzzDecodeTable(f *testing.F) {
 			t.Fatalf("re-read %s: %+v, %v", out, back, err)
 		}
 	})
+}
+
+// TestTableApply checks how the log's fold judges each kind of change: an
+// acquire wins a partition that is free or whose lease ended before the
+// writer's bound of the service's time, renewals and releases count only
+// for the holder, and partitions past the count are missing.
+func TestTableApply(t *testing.T) {
+	base := time.Unix(1_800_000_000, 0)
+	ms := func(d time.Duration) int64 { return base.Add(d).UnixMilli() }
+	s := func(d time.Duration) int64 { return base.Add(d).Unix() }
+	tb := newTable()
+	steps := []struct {
+		rec  logRecord
+		want []string // "" for nil, else "conflict" or "missing"
+	}{
+		{logRecord{Op: opPartitions, N: 3}, nil},
+		{logRecord{Op: opAcquire, Owner: "a", Lo: ms(0), End: s(15 * time.Second), Partitions: []int{0, 1, 3}}, []string{"", "", "missing"}},
+		{logRecord{Op: opAcquire, Owner: "b", Lo: ms(time.Second), End: s(16 * time.Second), Partitions: []int{1, 2}}, []string{"conflict", ""}},
+		{logRecord{Op: opRenew, Owner: "b", Lo: ms(2 * time.Second), End: s(17 * time.Second), Partitions: []int{0, 2}}, []string{"conflict", ""}},
+		{logRecord{Op: opRelease, Owner: "b", Lo: ms(3 * time.Second), Partitions: []int{1, 2}}, []string{"conflict", ""}},
+		// a's lease on 1 ends at 15 s: b's bound of 14.999 s has not
+		// reached it, 15 s has.
+		{logRecord{Op: opAcquire, Owner: "b", Lo: ms(15*time.Second - time.Millisecond), End: s(30 * time.Second), Partitions: []int{1}}, []string{"conflict"}},
+		{logRecord{Op: opAcquire, Owner: "b", Lo: ms(15 * time.Second), End: s(30 * time.Second), Partitions: []int{1}}, []string{""}},
+		// a may renew 0, which ended and nobody took, but not 1.
+		{logRecord{Op: opRenew, Owner: "a", Lo: ms(20 * time.Second), End: s(35 * time.Second), Partitions: []int{0, 1}}, []string{"", "conflict"}},
+		{logRecord{Op: opDemand, Owner: "a", Lo: ms(21 * time.Second), N: 2, End: s(40 * time.Second)}, nil},
+		{logRecord{Op: opDemand, Owner: "b", Lo: ms(21 * time.Second), N: 1, End: s(40 * time.Second)}, nil},
+		{logRecord{Op: opDemand, Owner: "b", Lo: ms(22 * time.Second)}, nil},
+		{logRecord{Op: opPartitions, N: 2}, nil}, // never lowers the count
+	}
+	for i, st := range steps {
+		got := tb.apply(&st.rec)
+		if len(got) != len(st.want) {
+			t.Fatalf("step %d: %d results, want %d", i, len(got), len(st.want))
+		}
+		for k, err := range got {
+			var kind string
+			switch {
+			case err == nil:
+			case errors.As(err, new(lease.ConflictError)):
+				kind = "conflict"
+			case errors.As(err, new(lease.PartitionMissingError)):
+				kind = "missing"
+			default:
+				kind = err.Error()
+			}
+			if kind != st.want[k] {
+				t.Errorf("step %d, partition %d: %q, want %q", i, st.rec.Partitions[k], kind, st.want[k])
+			}
+		}
+	}
+	if tb.partitions != 3 {
+		t.Errorf("partitions = %d, want 3", tb.partitions)
+	}
+	wantLeases := map[int]tableEntry{0: {"a", time.Unix(s(35*time.Second), 0)}, 1: {"b", time.Unix(s(30*time.Second), 0)}}
+	if !reflect.DeepEqual(tb.leases, wantLeases) {
+		t.Errorf("leases = %v, want %v", tb.leases, wantLeases)
+	}
+	if len(tb.demands) != 1 || tb.demands["a"].partitions != 2 {
+		t.Errorf("demands = %v, want a's 2 only", tb.demands)
+	}
+	if want := base.Add(22 * time.Second); !tb.clock.Equal(want) {
+		t.Errorf("clock = %v, want %v (the latest bound a record vouched for)", tb.clock, want)
+	}
+}
+
+// TestRecordCodec round-trips each kind of record and refuses lines that
+// are not records of this layout.
+func TestRecordCodec(t *testing.T) {
+	for _, rec := range []logRecord{
+		{Gen: "g1", Op: opCheckpoint, Lo: 5, Table: []byte(`{"v":1,"partitions":2,"owners":[],"leases":[],"demands":[]}`)},
+		{Gen: "g1", Op: opAcquire, Owner: "o", Lo: 7, End: 9, Partitions: []int{0, 4}},
+		{Gen: "g1", Op: opDemand, Owner: "o", N: 3, End: 9},
+		{Gen: "g1", Op: opPartitions, N: 20},
+	} {
+		line, err := encodeRecord(&rec)
+		if err != nil || line[len(line)-1] != '\n' || bytes.Count(line, []byte{'\n'}) != 1 {
+			t.Fatalf("encodeRecord(%+v) = %q, %v: want one line", rec, line, err)
+		}
+		back, err := decodeRecord(line[:len(line)-1])
+		if err != nil || !reflect.DeepEqual(*back, rec) {
+			t.Fatalf("decodeRecord(%q) = %+v, %v; want %+v", line, back, err, rec)
+		}
+	}
+	for _, line := range []string{
+		``, `{`, `{"op":"a","o":"x"}`, `{"g":"1","op":"z"}`, `{"g":"1","op":"t"}`,
+		`{"g":"1","op":"a"}`, `{"g":"1","op":"d","n":1}`, `{"g":"1","op":"d","o":"x","n":4294967296}`,
+		`{"g":"1","op":"n","n":-1}`,
+	} {
+		if rec, err := decodeRecord([]byte(line)); err == nil {
+			t.Errorf("decodeRecord(%q) = %+v, want an error", line, rec)
+		}
+	}
 }

@@ -40,9 +40,9 @@
 //     in owner order, and move on by one instance every rotation period / R
 //     (WithRotation, 3 s by default; epochs of at least 100 ms counted from
 //     the Unix epoch), so that each instance keeps an extra partition for a
-//     period, the hand-overs come one at a time rather than all at once (a
-//     store that serialises writes, such as Azure's lease table, serves them
-//     without contention), and over A/R periods every instance gets its
+//     period, the hand-overs come one at a time rather than all at once (the
+//     store serves them as a trickle, not a burst at each period's
+//     boundary), and over A/R periods every instance gets its
 //     share of capacity-seconds. A split that is already fair as it stands
 //     (Jain's index of the shares at least 0.99, and nobody left with
 //     nothing: 3 and 4 partitions, say) does not rotate, which saves the
