@@ -114,8 +114,8 @@ func TestTableManyWritersOneTable(t *testing.T) {
 }
 
 // TestTableCountsRequests checks that Requests counts the HTTP requests a
-// call makes: one append for a change when nothing was appended since the
-// manager last read the log, its outcome judged without another read.
+// call makes: an append and a read of the log through it for a change with
+// an outcome, one append for a demand.
 func TestTableCountsRequests(t *testing.T) {
 	t.Parallel()
 	serviceURL := azuriteURL(t)
@@ -132,9 +132,12 @@ func TestTableCountsRequests(t *testing.T) {
 	if _, err := m.RenewBatch(ctx, []int{0}, owner, 15*time.Second); err != nil {
 		t.Fatalf("RenewBatch: %v", err)
 	}
+	if err := m.PublishDemand(ctx, owner, 4, 15*time.Second); err != nil {
+		t.Fatalf("PublishDemand: %v", err)
+	}
 	after, failed := m.Requests()
-	if got := after - before; got != 2 {
-		t.Fatalf("Acquire then RenewBatch right after Provision sent %d requests, want 2 (one append each)", got)
+	if got := after - before; got != 5 {
+		t.Fatalf("Acquire, RenewBatch and PublishDemand right after Provision sent %d requests, want 5 (an append and a read for each of the first two, an append for the demand)", got)
 	}
 	if failed != failedBefore {
 		t.Fatalf("%d requests failed", failed-failedBefore)

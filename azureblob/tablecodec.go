@@ -107,14 +107,16 @@ const (
 
 // logRecord is one line of the lease log: JSON, ended by a newline.
 //
-//	{"g":"<generation id>","op":"a","o":"<owner>","lo":<ms>,"end":<s>,"p":[3,7]}
+//	{"g":"<generation id>","k":"<record key>","op":"a","o":"<owner>","lo":<ms>,"end":<s>,"p":[3,7]}
 //
 // Gen is the id of the generation the writer read, so a blob written anew
-// under the same name is never mistaken for the one read before. Lo is the
+// under the same name is never mistaken for the one read before. Key is
+// random, so the writer finds its own record in the log. Lo is the
 // writer's lower bound of the service's time when it sent the record, in
 // Unix milliseconds; End is a Unix second of the service's clock.
 type logRecord struct {
 	Gen        string          `json:"g"`
+	Key        string          `json:"k,omitempty"`
 	Op         string          `json:"op"`
 	Owner      string          `json:"o,omitempty"`
 	Lo         int64           `json:"lo,omitempty"`
@@ -167,7 +169,13 @@ func decodeRecord(line []byte) (*logRecord, error) {
 }
 
 // newGenerationID returns a random id for a new generation of the log.
-func newGenerationID() string {
+func newGenerationID() string { return randomHex() }
+
+// newRecordKey returns a random key for a record of the log.
+func newRecordKey() string { return randomHex() }
+
+// randomHex returns 64 random bits in hexadecimal.
+func randomHex() string {
 	var b [8]byte
 	_, _ = cryptorand.Read(b[:])
 	return hex.EncodeToString(b[:])

@@ -195,7 +195,7 @@ func TestTableApply(t *testing.T) {
 func TestRecordCodec(t *testing.T) {
 	for _, rec := range []logRecord{
 		{Gen: "g1", Op: opCheckpoint, Lo: 5, Table: []byte(`{"v":1,"partitions":2,"owners":[],"leases":[],"demands":[]}`)},
-		{Gen: "g1", Op: opAcquire, Owner: "o", Lo: 7, End: 9, Partitions: []int{0, 4}},
+		{Gen: "g1", Key: "k1", Op: opAcquire, Owner: "o", Lo: 7, End: 9, Partitions: []int{0, 4}},
 		{Gen: "g1", Op: opDemand, Owner: "o", N: 3, End: 9},
 		{Gen: "g1", Op: opPartitions, N: 20},
 	} {
