@@ -39,8 +39,10 @@ const TableLogPrefix = "lease-log-"
 // judges each change against the table as the changes before it left it,
 // so all instances agree on who won a partition. The writer learns its own
 // outcome from the same fold, reading what was appended since its last
-// read through its change (a second request); a demand, which nobody can
-// refuse, is one request. Reading the table is one conditional Get Blob of the bytes
+// read through its change (a second request), unless the table it read
+// last decides the outcome whatever came since: renewing or releasing
+// leases it holds well before they end, the common case, is one request,
+// as is a demand, which nobody can refuse. Reading the table is one conditional Get Blob of the bytes
 // appended since the last read (an unchanged log answers 304, no body).
 //
 // So an instance's storage calls do not grow with the partitions it holds
@@ -91,16 +93,18 @@ type TableLeaseManager struct {
 	io chan struct{}
 
 	// The log as read, guarded by io.
-	gen     int         // the generation read; -1 when not located
-	id      string      // its id, from its first record
-	offset  int64       // its bytes folded into state
-	etag    azcore.ETag // its ETag when read or appended to last
-	state   *table      // the table as of offset; nil when there is no log
-	sealed  bool        // the generation was sealed when read last
-	pending *table      // the sealed table the generation gen starts from
-	want    string      // the key of this manager's record being looked for
-	found   bool        // whether it was folded
-	results []error     // its outcomes
+	gen      int          // the generation read; -1 when not located
+	id       string       // its id, from its first record
+	offset   int64        // its bytes folded into state
+	etag     azcore.ETag  // its ETag when read or appended to last
+	state    *table       // the table as of offset; nil when there is no log
+	sealed   bool         // the generation was sealed when read last
+	pending  *table       // the sealed table the generation gen starts from
+	released map[int]bool // partitions released unread since the last read
+
+	want    string  // the key of this manager's record being looked for
+	found   bool    // whether it was folded
+	results []error // its outcomes
 
 	mu   sync.Mutex // guards the service clock below
 	date time.Time  // the Date of the latest response
@@ -311,6 +315,7 @@ func (m *TableLeaseManager) cfgURL() string {
 // it read.
 func (m *TableLeaseManager) startAt(g int) {
 	m.gen, m.id, m.offset, m.etag, m.state, m.sealed = g, "", 0, "", nil, false
+	clear(m.released)
 }
 
 // blobIsSealed is the error code of a write to a sealed blob.
@@ -425,6 +430,8 @@ func (m *TableLeaseManager) readMore(ctx context.Context) (readStatus, error) {
 		return readEmpty, nil
 	}
 	m.sealed = resp.IsSealed != nil && *resp.IsSealed
+	// Whatever this manager appended before this read is in it.
+	clear(m.released)
 	if st, err := m.fold(body); st != readOK || err != nil {
 		return st, err
 	}
@@ -440,7 +447,7 @@ func (m *TableLeaseManager) noDate() error {
 }
 
 // fold applies the records in body, which starts at the current offset,
-// to the state, recording the outcomes of the record at m.want.
+// to the state, recording the outcomes of the record whose key is m.want.
 func (m *TableLeaseManager) fold(body []byte) (readStatus, error) {
 	for len(body) > 0 {
 		line, rest, found := bytes.Cut(body, []byte{'\n'})
@@ -706,8 +713,8 @@ func (m *TableLeaseManager) commit(ctx context.Context, fill func(rec *logRecord
 			return nil, fmt.Errorf("batcher: azure append to the lease log in %s: %w", RedactURL(m.cfgURL()), sdkError(err))
 		}
 		m.noteTime(resp.Date, sent)
-		var results []error
-		if rec.Op != opDemand && rec.Op != opPartitions {
+		results, proven := m.prove(rec)
+		if !proven && rec.Op != opDemand && rec.Op != opPartitions {
 			// Learn the outcome from the log: read what was appended
 			// since the last read, through this record, and fold it. The
 			// record is found by its key, not by the offset the service
@@ -738,6 +745,50 @@ func (m *TableLeaseManager) commit(ctx context.Context, fill func(rec *logRecord
 		return results, nil
 	}
 	return nil, fmt.Errorf("batcher: azure lease log in %s moved under %d appends in a row", RedactURL(m.cfgURL()), maxAttempts)
+}
+
+// prove returns the outcomes of rec, just appended, when the table as last
+// read decides them whatever was appended since: a renewal, release or
+// acquisition of a partition whose lease owner holds until past the
+// service's time now succeeds, since no other owner can take it before
+// then, and a renewal or release of a partition owner does not hold is
+// refused, since only owner's own changes, which this manager read back,
+// could have given it to owner. A release answered so is remembered until
+// the next read folds it. Anything else is not proven: the log is read.
+func (m *TableLeaseManager) prove(rec *logRecord) ([]error, bool) {
+	if rec.Op != opAcquire && rec.Op != opRenew && rec.Op != opRelease {
+		return nil, false
+	}
+	_, hi, ok := m.serviceTime(time.Now())
+	if !ok {
+		return nil, false
+	}
+	results := make([]error, len(rec.Partitions))
+	for i, p := range rec.Partitions {
+		if p < 0 || p >= m.state.partitions {
+			return nil, false // the count may have grown since
+		}
+		e, held := m.state.leases[p]
+		mine := held && e.owner == rec.Owner && !m.released[p]
+		switch {
+		case mine && e.end.After(hi):
+		case rec.Op != opAcquire && !mine && (!held || e.owner != rec.Owner):
+			results[i] = lease.ConflictError{Partition: p}
+		default:
+			return nil, false
+		}
+	}
+	if rec.Op == opRelease {
+		if m.released == nil {
+			m.released = map[int]bool{}
+		}
+		for i, p := range rec.Partitions {
+			if results[i] == nil {
+				m.released[p] = true
+			}
+		}
+	}
+	return results, true
 }
 
 // Snapshot reads what was appended to the log since the last read, in one

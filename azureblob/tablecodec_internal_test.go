@@ -218,3 +218,57 @@ func TestRecordCodec(t *testing.T) {
 		}
 	}
 }
+
+// TestTableProve checks which outcomes a manager answers from the table it
+// read last, without reading the log again: only those that no change by
+// another owner since could alter.
+func TestTableProve(t *testing.T) {
+	m := NewTableLeaseManager("account", "c")
+	now := time.Now()
+	date := now.Truncate(time.Second)
+	m.date, m.sent, m.recv = date, now, now
+	m.state = newTable()
+	m.state.partitions = 4
+	m.state.leases[0] = tableEntry{owner: "a", end: date.Add(10 * time.Second)}
+	m.state.leases[1] = tableEntry{owner: "b", end: date.Add(10 * time.Second)}
+	m.state.leases[2] = tableEntry{owner: "a", end: date.Add(time.Second)} // within the clock's uncertainty
+	type outcome string
+	const (
+		ok       outcome = "ok"
+		conflict outcome = "conflict"
+		unproven outcome = "read"
+	)
+	for i, c := range []struct {
+		op   string
+		p    int
+		want outcome
+	}{
+		{opRenew, 0, ok},         // a holds it well past now
+		{opRenew, 1, conflict},   // b holds it: nothing a could append changes that
+		{opRenew, 3, conflict},   // nobody holds it, a's own acquisitions are read back
+		{opRenew, 2, unproven},   // a's lease may have ended: another may have taken it
+		{opAcquire, 0, ok},       // extending a's own lease
+		{opAcquire, 3, unproven}, // free: another may have taken it since
+		{opAcquire, 1, unproven}, // b may have released it since
+		{opRenew, 4, unproven},   // past the count, which may have grown
+		{opRelease, 0, ok},
+		{opRenew, 0, unproven}, // released, not yet read back
+		{opRelease, 0, unproven},
+	} {
+		res, proven := m.prove(&logRecord{Op: c.op, Owner: "a", Partitions: []int{c.p}})
+		got := unproven
+		if proven {
+			switch {
+			case res[0] == nil:
+				got = ok
+			case errors.As(res[0], new(lease.ConflictError)):
+				got = conflict
+			default:
+				t.Fatalf("case %d: result %v", i, res[0])
+			}
+		}
+		if got != c.want {
+			t.Errorf("case %d: %s of partition %d: %s, want %s", i, c.op, c.p, got, c.want)
+		}
+	}
+}
