@@ -71,8 +71,11 @@
 // listing (its holding, or any instance's demand), and every 1.5 to 2.5
 // maxInterval once settled, so a change of demand anywhere is seen within about a
 // second with the default maxInterval of 500 ms; and never sooner than four
-// times the last listing's duration after it, so that a store that answers
-// slowly because it is overloaded gets fewer listings until it recovers. A rise of W wakes the loop
+// times the last listing's duration after it (adding at most 2 maxInterval
+// while things move at the instance), so that a store that answers slowly
+// because it is overloaded gets fewer listings until it recovers, while an
+// instance that took too much in a burst of starts still sees the others'
+// demands within a second or so. A rise of W wakes the loop
 // at once (listings at most every maxInterval/4), so one instance ramps
 // from nothing to every partition in a single pass: one demand, one
 // snapshot and P acquires, 8 at a time. An idle instance (W = 0, nothing

@@ -410,3 +410,33 @@ func TestSharedListsLessWhenListingsAreSlow(t *testing.T) {
 		}
 	}
 }
+
+// TestSharedSlowListingsStillHandOver: with listings of 1 s, an instance
+// that took every partition before it saw another's demand lists again
+// within 2 maxInterval of its last listing's end, not 4 s, and gives half
+// back; settled instances keep the slow pace (above).
+func TestSharedSlowListingsStillHandOver(t *testing.T) {
+	s := newSim(t, simConfig{instances: 2, shared: 10})
+	slow := &slowLister{MemoryLeaseManager: s.mem, clock: s.clock, took: time.Second}
+	s.mgr.Swap(slow)
+	s.giveMe(0, 10)
+	s.runFor(100*time.Millisecond, nil)
+	if got := s.held(0); got != 10 {
+		t.Fatalf("instance 0 holds %d partitions after its first listing, want all 10", got)
+	}
+	start := s.clock.Now()
+	s.giveMe(1, 10)
+	var took time.Duration
+	s.runFor(20*time.Second, func() {
+		if took == 0 && s.held(0) == 5 && s.held(1) == 5 {
+			took = s.clock.Now().Sub(start)
+		}
+	})
+	// Instance 0's listing ended at about 1 s; the next one starts within
+	// 1 s of that and ends 1 s later; instance 1 lists again at most 2 s
+	// after its own (1 s) listing ends. Without the bound instance 0 alone
+	// would wait 4 s.
+	if took == 0 || took > 4500*time.Millisecond {
+		t.Fatalf("the partitions were split 5 and 5 after %v, want within 4.5 s", took)
+	}
+}
