@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/appendblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
@@ -334,7 +334,7 @@ func (m *TableLeaseManager) locate(ctx context.Context) (g int, ok bool, err err
 	for pager.More() {
 		sent := time.Now()
 		var raw *http.Response
-		page, err := pager.NextPage(runtime.WithCaptureResponse(ctx, &raw))
+		page, err := pager.NextPage(policy.WithCaptureResponse(ctx, &raw))
 		m.noteRawTime(raw, sent)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -390,7 +390,7 @@ func (m *TableLeaseManager) readMore(ctx context.Context) (readStatus, error) {
 	}
 	sent := time.Now()
 	var raw *http.Response
-	resp, err := b.DownloadStream(runtime.WithCaptureResponse(ctx, &raw), opts)
+	resp, err := b.DownloadStream(policy.WithCaptureResponse(ctx, &raw), opts)
 	m.noteRawTime(raw, sent)
 	if err != nil {
 		switch {
