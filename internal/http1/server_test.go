@@ -360,15 +360,26 @@ func TestTimeouts(t *testing.T) {
 
 func TestWriteTimeout(t *testing.T) {
 	const size = 16 << 20
+	handled := make(chan struct{})
 	ts := newTestServer(t, func(s *Server) {
 		s.WriteTimeout = 200 * time.Millisecond
 		s.Routes = append(s.Routes, Route{Method: "POST", Path: "/big", Handler: http.HandlerFunc(
-			func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(make([]byte, size)) })})
+			func(w http.ResponseWriter, r *http.Request) {
+				_, _ = w.Write(make([]byte, size))
+				close(handled)
+			})})
 	})
 	c := ts.dial(t)
 	c.send(post("/big", ""))
-	// The client does not read: the server gives up on the write.
-	time.Sleep(time.Second)
+	// The client does not read: the server gives up on the write. The
+	// write deadline starts when the handler returns, which a loaded
+	// machine may delay: wait for that, then ten times the deadline.
+	select {
+	case <-handled:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the handler did not return within 30 s")
+	}
+	time.Sleep(2 * time.Second)
 	n, _ := io.Copy(io.Discard, c.br)
 	if n >= size {
 		t.Fatalf("read %d bytes: the whole answer, from a server that should have closed", n)
