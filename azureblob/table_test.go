@@ -40,7 +40,7 @@ func TestTableLeaseConformance(t *testing.T) {
 // TestTableManyWritersOneTable has 16 managers, as 16 processes would, race
 // for 40 partitions in one table, each taking what it can in batches of 5:
 // every partition ends up with exactly one holder, each holder's view
-// agrees with the table, and no write was lost to a conflict.
+// agrees with the log, and no change was lost.
 func TestTableManyWritersOneTable(t *testing.T) {
 	t.Parallel()
 	serviceURL := azuriteURL(t)
