@@ -478,7 +478,11 @@ func (m *TableLeaseManager) fold(body []byte) (readStatus, error) {
 		case rec.Op == opCheckpoint:
 			return 0, m.damaged(fmt.Errorf("a table record at offset %d", m.offset))
 		default:
+			before := m.state.partitions
 			res := m.state.apply(rec)
+			if rec.Op == opPartitions {
+				res = []error{partitionsBefore(before)}
+			}
 			if m.want != "" && rec.Key == m.want && !m.found {
 				m.results, m.found = res, true
 			}
@@ -714,7 +718,7 @@ func (m *TableLeaseManager) commit(ctx context.Context, fill func(rec *logRecord
 		}
 		m.noteTime(resp.Date, sent)
 		results, proven := m.prove(rec)
-		if !proven && rec.Op != opDemand && rec.Op != opPartitions {
+		if !proven && rec.Op != opDemand {
 			// Learn the outcome from the log: read what was appended
 			// since the last read, through this record, and fold it. The
 			// record is found by its key, not by the offset the service
@@ -732,8 +736,8 @@ func (m *TableLeaseManager) commit(ctx context.Context, fill func(rec *logRecord
 			}
 			results = m.results
 		}
-		// A demand or a partition count cannot be refused: it has no
-		// outcome to learn, and the next read folds it in its place.
+		// A demand cannot be refused: it has no outcome to learn, and
+		// the next read folds it in its place.
 		if m.offset >= m.rollBytes && !m.sealed {
 			// The generation is long enough: seal it and begin the next.
 			// Best effort: the outcome is known, and another instance
@@ -884,10 +888,20 @@ func (m *TableLeaseManager) Provision(ctx context.Context, count int, report fun
 		if before >= count {
 			break
 		}
-		_, err = m.commit(ctx, func(rec *logRecord, _, _ time.Time) {
+		var res []error
+		res, err = m.commit(ctx, func(rec *logRecord, _, _ time.Time) {
 			rec.Op, rec.N = opPartitions, int64(count)
-			before = m.state.partitions
 		})
+		if err == nil {
+			// The count the log held just before this change: of
+			// concurrent Provisions, only the first reports the
+			// partitions created.
+			var pb partitionsBefore
+			if len(res) != 1 || !errors.As(res[0], &pb) {
+				return fmt.Errorf("batcher: azure lease log in %s: no partition count before the change", RedactURL(m.cfgURL()))
+			}
+			before = int(pb)
+		}
 		if errors.Is(err, errNoLog) {
 			before = -1
 			if _, err = m.bootstrap(ctx); err != nil {
@@ -911,6 +925,12 @@ func (m *TableLeaseManager) Provision(ctx context.Context, count int, report fun
 	}
 	return nil
 }
+
+// partitionsBefore carries, as the outcome of a partition count change, the
+// count the log held just before it. It is never returned to a caller.
+type partitionsBefore int
+
+func (p partitionsBefore) Error() string { return fmt.Sprintf("%d partitions before", int(p)) }
 
 // partitionCount reads the log to its end and returns the table's partition
 // count, or -1 when there is no log.
