@@ -23,6 +23,7 @@ const nanoPerCost = int64(time.Second)
 type credit struct {
 	balance int64     // nano-cost; may be negative
 	last    time.Time // when the balance was last brought up to date
+	rate    uint32    // the capacity it was brought up to date for
 }
 
 // accrue brings the balance up to date at now for capacity per second,
@@ -39,12 +40,20 @@ type credit struct {
 // stall × capacity, and no one-second window sees more than the capacity,
 // one interval's worth and the debt of one operation.
 func (c *credit) accrue(now time.Time, capacity uint32, interval time.Duration, waiting bool) {
+	lowered := capacity < c.rate
+	c.rate = capacity
 	if c.last.IsZero() {
 		c.last = now
 		return
 	}
 	elapsed := now.Sub(c.last)
 	if elapsed <= 0 {
+		// No time passed, but the capacity may have fallen since (see
+		// ProvisionedResource.SetCapacity): the balance never exceeds the
+		// cap of the capacity now, so a fall to zero stops releases at once.
+		if limit := satMul(uint64(capacity), uint64(interval)); lowered && c.balance > limit {
+			c.balance = limit
+		}
 		return
 	}
 	c.last = now
@@ -84,7 +93,7 @@ func catchUp(interval time.Duration) time.Duration {
 // interval's worth at once.
 func (c *credit) fill(now time.Time, capacity uint32, interval time.Duration) {
 	c.balance = satMul(uint64(capacity), uint64(interval))
-	c.last = now
+	c.last, c.rate = now, capacity
 }
 
 // spend takes the cost of one operation if the rules allow it: an operation

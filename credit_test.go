@@ -125,3 +125,32 @@ func TestCreditNoOverflow(t *testing.T) {
 		t.Fatalf("balance after a long accrual: %d, want the cap %d", c.balance, saturated)
 	}
 }
+
+// TestCreditCapacityFallsWithoutTimePassing: when the capacity falls
+// between two release decisions at the same instant, the balance is cut to
+// the new cap at once (to zero for a capacity of zero), so nothing of
+// positive cost goes on credit earned at the old rate; a rise, or the same
+// capacity again, leaves the balance as it was.
+func TestCreditCapacityFallsWithoutTimePassing(t *testing.T) {
+	at := time.Unix(1_800_000_000, 0)
+	const interval = 100 * time.Millisecond
+	var c credit
+	c.fill(at, 1000, interval)
+	full := c.balance
+	c.accrue(at, 1000, interval, false)
+	if c.balance != full {
+		t.Fatalf("same capacity, same instant: balance %d, want %d", c.balance, full)
+	}
+	c.accrue(at, 2000, interval, false)
+	if c.balance != full {
+		t.Fatalf("a rise at the same instant: balance %d, want %d", c.balance, full)
+	}
+	c.accrue(at, 500, interval, false)
+	if want := satMul(500, uint64(interval)); c.balance != want {
+		t.Fatalf("a fall to 500: balance %d, want %d", c.balance, want)
+	}
+	c.accrue(at, 0, interval, false)
+	if c.balance != 0 || c.spend(10) {
+		t.Fatalf("a fall to 0: balance %d and an operation of cost 10 spent it, want 0 and refused", c.balance)
+	}
+}
