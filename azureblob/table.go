@@ -540,7 +540,8 @@ func (m *TableLeaseManager) refresh(ctx context.Context) error {
 				if err != nil {
 					return err
 				}
-				if ok && latest == m.gen-1 {
+				switch {
+				case ok && latest == m.gen-1:
 					err := m.begin(ctx, m.gen, m.pending)
 					if err == nil {
 						continue
@@ -548,6 +549,12 @@ func (m *TableLeaseManager) refresh(ctx context.Context) error {
 					if !errors.Is(err, errContainerGone) {
 						return err
 					}
+				case ok && latest >= m.gen:
+					// Begun since, or this manager is behind: go on from
+					// the latest, as a new reader would.
+					m.startAt(latest)
+					m.pending = nil
+					continue
 				}
 			}
 			m.gen, m.pending = -1, nil
@@ -717,6 +724,8 @@ func (m *TableLeaseManager) commit(ctx context.Context, fill func(rec *logRecord
 			return nil, fmt.Errorf("batcher: azure append to the lease log in %s: %w", RedactURL(m.cfgURL()), sdkError(err))
 		}
 		m.noteTime(resp.Date, sent)
+		// A demand cannot be refused: it has no outcome to learn, and the
+		// next read folds it in its place.
 		results, proven := m.prove(rec)
 		if !proven && rec.Op != opDemand {
 			// Learn the outcome from the log: read what was appended
@@ -736,8 +745,6 @@ func (m *TableLeaseManager) commit(ctx context.Context, fill func(rec *logRecord
 			}
 			results = m.results
 		}
-		// A demand cannot be refused: it has no outcome to learn, and
-		// the next read folds it in its place.
 		if m.offset >= m.rollBytes && !m.sealed {
 			// The generation is long enough: seal it and begin the next.
 			// Best effort: the outcome is known, and another instance

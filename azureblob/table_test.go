@@ -145,8 +145,9 @@ func TestTableCountsRequests(t *testing.T) {
 	}
 }
 
-// logGenerations lists the generations of the lease log in container.
-func logGenerations(t *testing.T, serviceURL, name string) []string {
+// azuriteContainer returns a client of container name in the Azurite at
+// serviceURL.
+func azuriteContainer(t *testing.T, serviceURL, name string) *container.Client {
 	t.Helper()
 	cred, err := container.NewSharedKeyCredential(azuriteAccount, azuriteKey)
 	if err != nil {
@@ -156,6 +157,13 @@ func logGenerations(t *testing.T, serviceURL, name string) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return c
+}
+
+// logGenerations lists the generations of the lease log in container.
+func logGenerations(t *testing.T, serviceURL, name string) []string {
+	t.Helper()
+	c := azuriteContainer(t, serviceURL, name)
 	prefix := azureblob.TableLogPrefix
 	var names []string
 	pager := c.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: &prefix})
@@ -277,15 +285,7 @@ func TestTableLogWrittenAnew(t *testing.T) {
 			t.Fatalf("Acquire(%d): %v", p, err)
 		}
 	}
-	cred, err := container.NewSharedKeyCredential(azuriteAccount, azuriteKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := container.NewClientWithSharedKeyCredential(serviceURL+"/"+name, cred, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Delete(ctx, nil); err != nil {
+	if _, err := azuriteContainer(t, serviceURL, name).Delete(ctx, nil); err != nil {
 		t.Fatalf("delete the container: %v", err)
 	}
 	// Azurite may refuse to create a container it is still deleting.

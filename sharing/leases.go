@@ -268,8 +268,8 @@ func (l *loop) rebalance(ctx context.Context, wanted, count int, now time.Time) 
 	snap, err := l.r.mgr.Snapshot(cctx, count)
 	cancel()
 	l.lastList = now
-	l.moving = false
-	defer l.paceListings(listed)
+	moving := false // the quick pace below: the listing wait is bounded
+	defer func() { l.paceListings(listed, moving) }()
 	if l.r.stats.count(err) != nil {
 		if isMissing(err) {
 			l.noteLoss()
@@ -316,7 +316,7 @@ func (l *loop) rebalance(ctx context.Context, wanted, count int, now time.Time) 
 	// of one that started at the same moment, or the other waits a whole
 	// settled interval for its share. Settled instances list slowly, which is
 	// what keeps full contention cheap.
-	l.moving = true
+	moving = true
 	switch {
 	case handover && len(l.table) < target:
 		// The partitions a rotation frees come within milliseconds of
@@ -329,7 +329,7 @@ func (l *loop) rebalance(ctx context.Context, wanted, count int, now time.Time) 
 		l.listAt = now.Add(l.r.jitter(0.5, 1))
 	default:
 		l.listAt = now.Add(l.r.jitter(1.5, 2.5))
-		l.moving = false
+		moving = false
 	}
 	if len(l.table) >= target {
 		l.handoverUntil = time.Time{}
@@ -345,15 +345,15 @@ func (l *loop) rebalance(ctx context.Context, wanted, count int, now time.Time) 
 // last one's duration after it: a store that answers listings slowly, as an
 // overloaded one does, gets fewer of them from every instance until it
 // recovers, instead of the timeouts and retries that would overload it more.
-// While things move at this instance (l.moving) it adds at most
+// While things move at this instance (moving) it adds at most
 // maxListingWait maxIntervals: when many instances start at once, the store
 // answers slowly for a moment, and an instance that took more than its
 // share before it saw the others' demands must list again soon to give it
 // back. A listing of a few milliseconds leaves the pace as it was.
-func (l *loop) paceListings(started time.Time) {
+func (l *loop) paceListings(started time.Time, moving bool) {
 	now := l.r.clock.Now()
 	wait := listingSpacing * now.Sub(started)
-	if l.moving {
+	if moving {
 		wait = min(wait, maxListingWait*l.r.maxInterval)
 	}
 	if soonest := now.Add(wait); l.listAt.Before(soonest) {

@@ -17,7 +17,6 @@ type loop struct {
 	table     leaseTable
 	wanted    int       // partitions wanted at the last pass
 	published uint32    // demand last published; zero when none is live
-	moving    bool      // the last listing found something moving: the quick pace
 	heartbeat time.Time // when the demand must be published again
 	listAt    time.Time // when the next snapshot is due
 	lastList  time.Time // when the last snapshot was taken
