@@ -253,5 +253,5 @@ type monoClock struct {
 	off  atomic.Int64
 }
 
-func (c *monoClock) Now() time.Time           { return c.base.Add(time.Duration(c.off.Load())) }
+func (c *monoClock) Now() time.Time          { return c.base.Add(time.Duration(c.off.Load())) }
 func (c *monoClock) advance(d time.Duration) { c.off.Add(int64(d)) }
