@@ -3,125 +3,190 @@ package envoyrl
 import (
 	"context"
 	"errors"
-	"sync/atomic"
+	"fmt"
 	"time"
+
+	"github.com/costwise/batcher/internal/failover"
+	"github.com/costwise/batcher/limit"
 )
 
-// FallbackOptions configure WithFallback.
-type FallbackOptions struct {
-	// Replicas is the expected number of replicas sharing the primary
-	// store: while it fails, each replica counts every hit this many times
-	// on its local store, so that it admits its share, the limit divided
-	// by Replicas, and reports remaining counts on the scale of the whole
+// FailureMode says how a FailureStore decides while its store fails: the
+// modes of package limit, under the same names.
+type FailureMode = limit.FailureMode
+
+// The failure modes.
+const (
+	// FailOpen counts nothing while the store fails: every descriptor is
+	// OK, with its whole limit remaining. It is the default.
+	FailOpen = limit.FailOpen
+	// FailClosed fails every call with the store's failure (a *StoreError
+	// from the Service: Unavailable on gRPC, 503 on /json), so that Envoy's
+	// failure_mode_deny decides.
+	FailClosed = limit.FailClosed
+	// FailFallback counts on a local store, the local fallback, at the
+	// limits divided by the expected number of replicas.
+	FailFallback = limit.FailFallback
+)
+
+// FailureOptions configure WithFailurePolicy. The zero value fails open,
+// with no timeout of its own and a probe every second.
+type FailureOptions struct {
+	// Mode chooses fail-open (default), fail-closed or the local fallback.
+	Mode FailureMode
+	// Fallback is the local store of FailFallback; required with it.
+	Fallback Store
+	// Replicas is the expected number of replicas sharing the store: while
+	// it fails, each replica counts every hit this many times on its
+	// fallback, so that it admits its share, the limit divided by
+	// Replicas, and reports remaining counts on the scale of the whole
 	// limit. Default 1.
 	Replicas int
-	// Probe is how long after a failure the primary is not asked again:
-	// the local store counts until then. Default 1 s.
+	// Timeout bounds each call to the store; 0 leaves only the caller's
+	// context. The store must return when its context ends (the stores of
+	// this module do).
+	Timeout time.Duration
+	// Probe is how long after a failure the store is not asked again. After
+	// it one call at a time probes the store, the others decided by the
+	// mode at once, until a probe succeeds. Default 1 s.
 	Probe time.Duration
-	// OnFailure, when set, is called with every failure of the primary, for
+	// OnFailure, when set, is called with every failure of the store, for
 	// logs and metrics. It must not block.
 	OnFailure func(error)
-	// Now is the clock of the probe; time.Now by default.
+	// Now is the clock of the probe window, measured between its readings
+	// with time.Time.Sub; time.Now by default, whose readings carry
+	// monotonic time, so that a step of the wall clock does not move the
+	// window.
 	Now func() time.Time
 }
 
-// FallbackStore is a Store that counts on a local store while its primary
-// store fails: the local fallback of the failure policies, for the Envoy
-// API. A failure is any error of the primary but the caller's context
-// ending. Without a local store, calls made while the primary is down fail
-// at once with its last failure, instead of waiting for a store that just
-// failed; the caller's failure policy (fail open or closed) answers them.
-// FallbackStore is safe for concurrent use.
-type FallbackStore struct {
-	primary, local Store
-	o              FallbackOptions
-	downUntil      atomic.Int64 // Unix nanoseconds before which the primary is not asked
-	lastErr        atomic.Pointer[error]
+// FailureStore is a Store that decides by its FailureMode while the store
+// it wraps fails: the failure policy of the Envoy API, the same circuit as
+// limit.FailureStore's. A failure is any error of the store but the
+// caller's context ending. FailureStore is safe for concurrent use.
+//
+// A call the timeout gave up on may still be counted by the store if it
+// was already written when it gave up (see redisstore); with FailFallback
+// such a call is then counted twice, on the store and on the fallback.
+type FailureStore struct {
+	store, fallback Store
+	mode            FailureMode
+	replicas        uint64
+	guard           *failover.Guard
 }
 
-// WithFallback returns a store that counts on primary, and while primary
-// fails on local, at the limits divided by o.Replicas. local may be nil.
-func WithFallback(primary, local Store, o FallbackOptions) (*FallbackStore, error) {
-	if primary == nil {
-		return nil, &ConfigError{"fallback", "the primary store must not be nil"}
+// WithFailurePolicy wraps store in the failure policy of o.
+func WithFailurePolicy(store Store, o FailureOptions) (*FailureStore, error) {
+	switch {
+	case store == nil:
+		return nil, &ConfigError{"failure policy", "the store must not be nil"}
+	case o.Mode > FailFallback:
+		return nil, &ConfigError{"failure policy", fmt.Sprintf("unknown failure mode %d", o.Mode)}
+	case o.Mode == FailFallback && o.Fallback == nil:
+		return nil, &ConfigError{"failure policy", "the local fallback needs a fallback store"}
+	case o.Replicas < 0 || o.Probe < 0 || o.Timeout < 0:
+		return nil, &ConfigError{"failure policy", "replicas, timeout and probe must not be negative"}
 	}
-	if o.Replicas < 0 || o.Probe < 0 {
-		return nil, &ConfigError{"fallback", "replicas and probe must not be negative"}
-	}
-	o.Replicas = max(o.Replicas, 1)
 	if o.Probe == 0 {
 		o.Probe = time.Second
 	}
-	if o.Now == nil {
-		o.Now = time.Now
+	f := &FailureStore{store: store, fallback: o.Fallback, mode: o.Mode, replicas: uint64(max(o.Replicas, 1))}
+	if o.Mode != FailFallback {
+		f.fallback = nil
 	}
-	return &FallbackStore{primary: primary, local: local, o: o}, nil
+	f.guard = failover.New(failover.Options{Timeout: o.Timeout, Probe: o.Probe, Now: o.Now, OnFailure: o.OnFailure,
+		Failure: func(err error, timedOut bool) error {
+			if timedOut {
+				return &StoreError{fmt.Errorf("no answer within %v: %w", o.Timeout, err)}
+			}
+			return err
+		}})
+	return f, nil
 }
 
-// Down reports whether the primary failed less than Probe ago.
-func (f *FallbackStore) Down() bool { return f.o.Now().UnixNano() < f.downUntil.Load() }
+// Down reports whether the store failed less than Probe ago, so that a
+// call now would be decided by the failure mode without asking it.
+func (f *FailureStore) Down() bool { return f.guard.Down() }
 
 // Add implements Store.
-func (f *FallbackStore) Add(ctx context.Context, counters []Counter) error {
-	if !f.Down() {
-		err := f.primary.Add(ctx, counters)
-		if !f.failed(ctx, err) {
-			return err
+func (f *FailureStore) Add(ctx context.Context, counters []Counter) error {
+	failure, err := f.guard.Do(ctx, func(ctx context.Context) error { return f.store.Add(ctx, counters) })
+	if failure == nil {
+		return err
+	}
+	switch f.mode {
+	case FailClosed:
+		return failure
+	case FailFallback:
+		for i := range counters {
+			counters[i].Hits *= f.replicas
 		}
+		err := f.fallback.Add(ctx, counters)
+		for i := range counters {
+			counters[i].Hits /= f.replicas
+		}
+		return err
 	}
-	if f.local == nil {
-		return f.last()
-	}
-	r := uint64(f.o.Replicas)
 	for i := range counters {
-		counters[i].Hits *= r
+		counters[i].Count = 0
 	}
-	err := f.local.Add(ctx, counters)
-	for i := range counters {
-		counters[i].Hits /= r
-	}
-	return err
+	return nil
 }
 
 // Get implements Store.
-func (f *FallbackStore) Get(ctx context.Context, counters []Counter) error {
-	if !f.Down() {
-		err := f.primary.Get(ctx, counters)
-		if !f.failed(ctx, err) {
-			return err
-		}
+func (f *FailureStore) Get(ctx context.Context, counters []Counter) error {
+	failure, err := f.guard.Do(ctx, func(ctx context.Context) error { return f.store.Get(ctx, counters) })
+	if failure == nil {
+		return err
 	}
-	if f.local == nil {
-		return f.last()
+	switch f.mode {
+	case FailClosed:
+		return failure
+	case FailFallback:
+		return f.fallback.Get(ctx, counters)
 	}
-	return f.local.Get(ctx, counters)
+	for i := range counters {
+		counters[i].Count = 0
+	}
+	return nil
 }
 
-// last returns the primary's last failure.
-func (f *FallbackStore) last() error {
-	if p := f.lastErr.Load(); p != nil {
-		return *p
-	}
-	return ErrStoreDown
+var _ Store = (*FailureStore)(nil)
+
+// FallbackStore is the former name of FailureStore.
+//
+// Deprecated: use FailureStore.
+type FallbackStore = FailureStore
+
+// FallbackOptions configure WithFallback.
+//
+// Deprecated: use FailureOptions.
+type FallbackOptions struct {
+	// Replicas is FailureOptions.Replicas.
+	Replicas int
+	// Probe is FailureOptions.Probe.
+	Probe time.Duration
+	// OnFailure is FailureOptions.OnFailure.
+	OnFailure func(error)
+	// Now is FailureOptions.Now.
+	Now func() time.Time
 }
 
-// ErrStoreDown is the failure of a FallbackStore without a local store
-// whose primary is down, when the primary's own failure is not known.
+// WithFallback returns a store that counts on primary, and while primary
+// fails on local at the limits divided by o.Replicas (FailFallback); with
+// local nil, the calls fail at once with the primary's last failure while
+// it is down (FailClosed).
+//
+// Deprecated: use WithFailurePolicy.
+func WithFallback(primary, local Store, o FallbackOptions) (*FallbackStore, error) {
+	mode := FailFallback
+	if local == nil {
+		mode = FailClosed
+	}
+	return WithFailurePolicy(primary, FailureOptions{Mode: mode, Fallback: local, Replicas: o.Replicas,
+		Probe: o.Probe, OnFailure: o.OnFailure, Now: o.Now})
+}
+
+// ErrStoreDown was the failure of a FallbackStore without a local store
+// whose primary's own failure was not known. A FailureStore always returns
+// the store's own failure.
 var ErrStoreDown = errors.New("envoyrl: store down")
-
-// failed reports whether err is a failure of the primary, and if so marks
-// it down for Probe and reports the failure.
-func (f *FallbackStore) failed(ctx context.Context, err error) bool {
-	if err == nil || ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-		return false
-	}
-	failure := err // a copy, so that err does not escape on the path without failure
-	f.lastErr.Store(&failure)
-	f.downUntil.Store(f.o.Now().Add(f.o.Probe).UnixNano())
-	if f.o.OnFailure != nil {
-		f.o.OnFailure(err)
-	}
-	return true
-}
-
-var _ Store = (*FallbackStore)(nil)
