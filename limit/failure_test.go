@@ -56,7 +56,7 @@ func TestFailurePolicies(t *testing.T) {
 	}{
 		{limit.FailOpen, limit.ReasonFailOpen, 6},
 		{limit.FailClosed, limit.ReasonFailClosed, 0},
-		{limit.FailLocal, limit.ReasonFallback, 2}, // 10 over 5 replicas
+		{limit.FailFallback, limit.ReasonFallback, 2}, // 10 over 5 replicas
 	} {
 		backend := &flaky{Store: newMemory(t, limit.MemoryOptions{Clock: clock})}
 		var reported []error
@@ -69,7 +69,7 @@ func TestFailurePolicies(t *testing.T) {
 		allowed := 0
 		for i := 0; i < 6; i++ {
 			d, err := fs.AllowN(ctx, "k", p, 1)
-			if err != nil || d.Reason != tc.reason && !(tc.mode == limit.FailLocal && d.Reason == limit.ReasonFallback) || d.Err == nil {
+			if err != nil || d.Reason != tc.reason && !(tc.mode == limit.FailFallback && d.Reason == limit.ReasonFallback) || d.Err == nil {
 				t.Fatalf("mode %d call %d: %+v %v", tc.mode, i, d, err)
 			}
 			if d.Allowed {
@@ -255,3 +255,10 @@ type monoClock struct {
 
 func (c *monoClock) Now() time.Time          { return c.base.Add(time.Duration(c.off.Load())) }
 func (c *monoClock) advance(d time.Duration) { c.off.Add(int64(d)) }
+
+// TestFailLocalIsFailFallback: the former name still names the mode.
+func TestFailLocalIsFailFallback(t *testing.T) {
+	if limit.FailLocal != limit.FailFallback {
+		t.Fatal("FailLocal is not FailFallback")
+	}
+}

@@ -162,7 +162,9 @@ func (b *batcher) run(batch []*pending) {
 	*bp = buf
 	bufPool.Put(bp)
 	if err != nil {
-		err = b.s.failure(ctx, "allow", keys, err)
+		// The batch's context is none of its callers': its end is a
+		// failure of the store, not a caller's deadline.
+		err = b.s.failure(context.Background(), "allow", keys, err)
 	}
 	for _, p := range batch {
 		p.err = err
@@ -200,6 +202,9 @@ func (s *Store) allowBatched(ctx context.Context, r limit.Request, u policyUnits
 	if p.err != nil {
 		err := p.err
 		pendingPool.Put(p)
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			err = ctxErr // the batch ended with the caller's deadline
+		}
 		return limit.Decision{}, err
 	}
 	v := p.res
