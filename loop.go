@@ -289,8 +289,11 @@ func (l *loop) releaseFree(now time.Time) {
 //
 // Between flushes a single operation goes on any positive balance, and a
 // batch of several only when the balance pays for all of it, so batches are
-// not cut up; a batch costing more than the cap waits for the next flush.
-// At a flush (or while draining) a batch goes in the prefix the balance
+// not cut up. A batch costing more than the cap cannot be paid whole: it
+// goes once the balance is at the cap, in the prefix that pays for, so that
+// its release waits for credit, never for a flush (a batch going only at
+// flushes would cap the rate at one such batch per interval, however much
+// of its estimate the settlement refunds). At a flush (or while draining) a batch goes in the prefix the balance
 // pays for, with a tolerance of a few milliseconds' worth of capacity below
 // zero: the balance is often exactly zero at a tick, and without it timer
 // jitter would decide between that tick and the next one, a whole interval
@@ -308,9 +311,10 @@ func (l *loop) affordable(p *pending, tick bool) int {
 	case tick:
 		floor = -satMul(uint64(l.capacity), uint64(min(l.cfg.flushInterval/10, 5*time.Millisecond)))
 	case len(p.ops) > 1:
-		l.waitNeed = int64(satMulU(prefixCost(p, quantum), uint64(nanoPerCost)))
+		need := int64(satMulU(prefixCost(p, quantum), uint64(nanoPerCost)))
+		l.waitNeed = min(need, satMul(uint64(l.capacity), uint64(l.cfg.flushInterval)))
 		if !l.credit.reaches(l.waitNeed) {
-			return 0 // readyAt finds no time when waitNeed is above the cap
+			return 0
 		}
 	}
 	n, spent := 0, uint64(0)
