@@ -88,17 +88,20 @@ func (l *loop) run() {
 
 // step is run after every event: it takes new operations, releases what the
 // credit allows, and re-arms the timer (arm also retires the batches past
-// their deadline).
+// their deadline). The time of the release decision is read after the
+// intake, which may take a while.
 func (l *loop) step() {
-	now := l.clock.Now()
 	l.intake(false)
 	if l.draining {
 		l.closeAll()
 	}
-	l.release(now, l.draining)
+	now := l.clock.Now()
+	if !l.releaseDeferred() {
+		l.release(now, l.draining)
+	}
 	l.arm(now)
-	if l.heldBack && !l.blocked {
-		l.b.poke() // the release made room: take the rest at the next pass
+	if l.resumeIntake() {
+		l.b.poke()
 	}
 	if len(l.drainReply) > 0 && l.b.buffered.Load() == 0 && l.b.inflight.Load() == 0 {
 		l.applySettled() // what the last callbacks reported, before Shutdown returns
@@ -132,31 +135,21 @@ func (l *loop) finish() {
 const intakeChunk = 256
 
 // intakeHold is how many operations the loop takes into batches per pass,
-// and how many it holds at most while it is blocked.
+// and, in order, how many it holds at most while it is blocked.
 const intakeHold = 1024
 
 // intake routes the operations handed over by Enqueue into batches, at most
-// intakeHold per pass; step then releases and, unless the release left the
-// loop blocked (the head of the ready queue
-// waits for credit or for a callback to end), comes back for the rest. A
-// blocked loop leaves the rest in the hand-over: in batches they would wait
-// just the same, and cost memory that the hand-over already holds for them,
-// so a backlog at capacity 0 allocates nothing. Operations of zero cost
-// beyond those held then wait too, until the loop is unblocked. With all
-// set, as at a flush, an unblocked loop takes everything, so that a flush
-// closes every batch of what was enqueued before it. Under fair release the
-// loop takes everything, as a newcomer's operations must reach the fair
-// queue to pass a backlog, so there a backlog costs batch memory again.
+// intakeHold per pass; step then releases and comes back for the rest
+// (see holdIntake), so that a long backlog is taken in chunks with releases
+// decided in between, at the time they are made, and no pass of the loop
+// grows with the backlog. With all set, as at a flush, an unblocked loop
+// takes everything in order, so that a flush closes every batch of what was
+// enqueued before it.
 func (l *loop) intake(all bool) {
 	l.heldBack = false
 	took := 0
 	for {
-		// Fair release must see every waiting watcher to order them, so
-		// under it nothing is left in the hand-over.
-		hold := (l.blocked && l.routed >= intakeHold) || (!all && took >= intakeHold)
-		if hold && !l.ready.isFair() {
-			// Release first; step pokes the loop for the rest unless the
-			// release left it blocked.
+		if l.holdIntake(all, took) {
 			l.heldBack = true
 			return
 		}
@@ -172,6 +165,43 @@ func (l *loop) intake(all bool) {
 		took += n
 		clear(l.take[:n])
 	}
+}
+
+// holdIntake reports whether intake stops for this pass, having taken took
+// operations in it. A pass takes at most intakeHold, except, in order, a
+// flush's (all) while the loop is not blocked (the head of the ready queue
+// waits neither for credit nor for a callback to end).
+//
+// In order, a blocked loop also leaves in the hand-over everything beyond
+// intakeHold operations held in batches, until it is unblocked: in batches
+// they would wait just the same, and cost memory that the hand-over already
+// holds for them, so a backlog at capacity 0 allocates nothing. Operations
+// of zero cost beyond those held then wait too. Under fair release the loop
+// takes everything, pass by pass, blocked or not, as a newcomer's operations
+// must reach the fair queue to pass a backlog; there a backlog costs batch
+// memory again.
+func (l *loop) holdIntake(all bool, took int) bool {
+	if took >= intakeHold && (!all || l.blocked || l.ready.isFair()) {
+		return true
+	}
+	return l.blocked && l.routed >= intakeHold && !l.ready.isFair()
+}
+
+// releaseDeferred reports whether step leaves the release to a later pass:
+// under fair release, while intake left operations in the hand-over, since
+// they may be of watchers that the fair queue must see to share the credit
+// among all those waiting. The next pass takes them; a flush releases
+// whatever the loop holds, so operations arriving faster than the loop
+// takes them delay releases by at most a flush interval.
+func (l *loop) releaseDeferred() bool {
+	return l.heldBack && l.ready.isFair()
+}
+
+// resumeIntake reports whether step should wake the loop again to take what
+// intake left in the hand-over: after a release that unblocked the loop, or
+// under fair release at every pass.
+func (l *loop) resumeIntake() bool {
+	return l.heldBack && (!l.blocked || l.ready.isFair())
 }
 
 // route puts op in its watcher's batch. A non-batchable op closes the batch
@@ -232,13 +262,12 @@ func (l *loop) closeAll() {
 // flush handles the flush interval and Flush: the batches being formed are
 // closed, to go as soon as the credit allows.
 func (l *loop) flush() {
-	now := l.clock.Now()
-	if l.pause.paused(now) {
+	if l.pause.paused(l.clock.Now()) {
 		return
 	}
 	l.intake(true)
 	l.closeAll()
-	l.release(now, true)
+	l.release(l.clock.Now(), true)
 }
 
 // release hands ready batches to their watchers, in order, while the credit
