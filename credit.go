@@ -149,3 +149,30 @@ func satMulU(a, b uint64) uint64 {
 	}
 	return lo
 }
+
+// maxSettleDebt bounds the debt that reported costs may run up: however
+// far off an estimate was, the batcher holds back at most this long.
+const maxSettleDebt = time.Minute
+
+// settle charges the credit delta units of cost that released operations
+// cost beyond what was spent for them at release (a negative delta refunds
+// them). A refund never lifts the balance above the cap, capacity ×
+// interval, since idle capacity is not banked either; a charge never takes
+// the balance below maxSettleDebt's worth of capacity, or below where it
+// already is.
+func (c *credit) settle(delta int64, capacity uint32, interval time.Duration) {
+	if delta == 0 {
+		return
+	}
+	limit := satMul(uint64(capacity), uint64(interval))
+	if delta < 0 {
+		refund := satMul(uint64(-delta), uint64(nanoPerCost))
+		if c.balance < limit {
+			c.balance = min(c.balance+refund, limit)
+		}
+		return
+	}
+	floor := min(c.balance, -satMul(uint64(capacity), uint64(maxSettleDebt)))
+	charge := satMul(uint64(delta), uint64(nanoPerCost))
+	c.balance = max(c.balance-charge, floor)
+}

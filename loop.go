@@ -13,15 +13,15 @@ type loop struct {
 	cfg   config
 	clock Clock
 
-	open     map[IWatcher]*pending   // the batch being formed, per watcher
-	last     *pending                // the batch the previous operation joined
-	openList []*pending              // batches opened since the last flush, in order
-	ready    readyQueue              // closed batches in release order
-	ratio    costRatio               // actual ÷ estimated cost of the settled operations
-	take     [intakeChunk]*Operation // operations on their way from the hand-over
-	routed   int                     // operations taken into batches, not yet released
-	blocked  bool                    // the last release stopped with batches left
-	heldBack bool                    // intake left operations in the hand-over
+	open       map[IWatcher]*pending   // the batch being formed, per watcher
+	lastJoined *pending                // the batch the previous operation joined
+	openList   []*pending              // batches opened since the last flush, in order
+	ready      readyQueue              // closed batches in release order
+	ratio      costRatio               // actual ÷ estimated cost of the settled operations
+	chunk      [intakeChunk]*Operation // operations on their way from the hand-over
+	routed     int                     // operations taken into batches, not yet released
+	blocked    bool                    // the last release stopped with batches left
+	heldBack   bool                    // intake left operations in the hand-over
 
 	credit      credit
 	capacity    uint32 // the limiter's capacity at the last release decision
@@ -33,11 +33,11 @@ type loop struct {
 	draining    bool            // a Shutdown asked for a drain
 	drainReply  []chan struct{} // closed once drained, one per Shutdown
 
-	now time.Time // when intake took the operations being routed
+	intakeAt time.Time // when intake took the operations being routed
 
-	flushT, capT, auditT Ticker
-	timer, pauseTimer    Timer
-	timerAt              time.Time // when timer fires; zero when disarmed
+	flushTicker, capacityTicker, auditTicker Ticker
+	dueTimer, pauseTimer                     Timer
+	dueAt                                    time.Time // when dueTimer fires; zero when disarmed
 }
 
 // pending is a batch of one watcher's operations, being formed or ready.
@@ -60,14 +60,14 @@ func newLoop(b *Batcher) *loop {
 	c := cfg.clock
 	l := &loop{
 		b: b, cfg: cfg, clock: c,
-		open:   make(map[IWatcher]*pending),
-		pause:  pauser{base: cfg.pauseTime, max: cfg.maxPauseTime},
-		flushT: c.NewTicker(cfg.flushInterval),
-		capT:   c.NewTicker(cfg.capacityInterval),
-		auditT: c.NewTicker(cfg.auditInterval),
+		open:           make(map[IWatcher]*pending),
+		pause:          pauser{base: cfg.pauseTime, max: cfg.maxPauseTime},
+		flushTicker:    c.NewTicker(cfg.flushInterval),
+		capacityTicker: c.NewTicker(cfg.capacityInterval),
+		auditTicker:    c.NewTicker(cfg.auditInterval),
 	}
-	l.timer = c.NewTimer(time.Hour)
-	l.timer.Stop()
+	l.dueTimer = c.NewTimer(time.Hour)
+	l.dueTimer.Stop()
 	l.pauseTimer = c.NewTimer(time.Hour)
 	l.pauseTimer.Stop()
 	if cfg.limiter != nil {
@@ -122,141 +122,13 @@ func (l *loop) drain(reply chan struct{}) {
 
 // finish stops the timers and raises the shutdown event.
 func (l *loop) finish() {
-	l.flushT.Stop()
-	l.capT.Stop()
-	l.auditT.Stop()
-	l.timer.Stop()
+	l.flushTicker.Stop()
+	l.capacityTicker.Stop()
+	l.auditTicker.Stop()
+	l.dueTimer.Stop()
 	l.pauseTimer.Stop()
 	l.intake(false)
 	l.b.raise(ShutdownEvent, int(l.b.OperationsInBuffer()), "", nil)
-}
-
-// intakeChunk is how many operations intake moves per lock of the hand-over.
-const intakeChunk = 256
-
-// intakeHold is how many operations the loop takes into batches per pass,
-// and, in order, how many it holds at most while it is blocked.
-const intakeHold = 1024
-
-// intake routes the operations handed over by Enqueue into batches, at most
-// intakeHold per pass; step then releases and comes back for the rest
-// (see holdIntake), so that a long backlog is taken in chunks with releases
-// decided in between, at the time they are made, and no pass of the loop
-// grows with the backlog. With all set, as at a flush, an unblocked loop
-// takes everything in order, so that a flush closes every batch of what was
-// enqueued before it.
-func (l *loop) intake(all bool) {
-	l.heldBack = false
-	took := 0
-	for {
-		if l.holdIntake(all, took) {
-			l.heldBack = true
-			return
-		}
-		n := l.b.takeIncoming(l.take[:])
-		if n == 0 {
-			return
-		}
-		l.now = l.clock.Now()
-		for _, op := range l.take[:n] {
-			l.route(op)
-		}
-		l.routed += n
-		took += n
-		clear(l.take[:n])
-	}
-}
-
-// holdIntake reports whether intake stops for this pass, having taken took
-// operations in it. A pass takes at most intakeHold, except, in order, a
-// flush's (all) while the loop is not blocked (the head of the ready queue
-// waits neither for credit nor for a callback to end).
-//
-// In order, a blocked loop also leaves in the hand-over everything beyond
-// intakeHold operations held in batches, until it is unblocked: in batches
-// they would wait just the same, and cost memory that the hand-over already
-// holds for them, so a backlog at capacity 0 allocates nothing. Operations
-// of zero cost beyond those held then wait too. Under fair release the loop
-// takes everything, pass by pass, blocked or not, as a newcomer's operations
-// must reach the fair queue to pass a backlog; there a backlog costs batch
-// memory again.
-func (l *loop) holdIntake(all bool, took int) bool {
-	if took >= intakeHold && (!all || l.blocked || l.ready.isFair()) {
-		return true
-	}
-	return l.blocked && l.routed >= intakeHold && !l.ready.isFair()
-}
-
-// releaseDeferred reports whether step leaves the release to a later pass:
-// under fair release, while intake left operations in the hand-over, since
-// they may be of watchers that the fair queue must see to share the credit
-// among all those waiting. The next pass takes them; a flush releases
-// whatever the loop holds, so operations arriving faster than the loop
-// takes them delay releases by at most a flush interval.
-func (l *loop) releaseDeferred() bool {
-	return l.heldBack && l.ready.isFair()
-}
-
-// resumeIntake reports whether step should wake the loop again to take what
-// intake left in the hand-over: after a release that unblocked the loop, or
-// under fair release at every pass.
-func (l *loop) resumeIntake() bool {
-	return l.heldBack && (!l.blocked || l.ready.isFair())
-}
-
-// route puts op in its watcher's batch. A non-batchable op closes the batch
-// being formed (so the watcher's operations keep their order) and goes alone.
-func (l *loop) route(op *Operation) {
-	w := op.Watcher()
-	var p *pending
-	if l.last != nil && l.last.open && l.last.w == w {
-		p = l.last // most runs of operations come from one watcher
-	} else {
-		p = l.open[w]
-	}
-	if !op.IsBatchable() {
-		if p != nil {
-			l.closeBatch(p)
-		}
-		l.enqueueReady(&pending{w: w, ops: []IOperation{op}, cost: uint64(op.Cost()), since: l.now})
-		return
-	}
-	max := w.MaxBatchSize()
-	if p == nil {
-		size := max
-		if size == 0 || size > 1024 {
-			size = 16
-		}
-		p = &pending{w: w, ops: make([]IOperation, 0, size), open: true, since: l.now}
-		l.open[w] = p
-		l.openList = append(l.openList, p)
-	}
-	p.ops = append(p.ops, op)
-	p.cost += uint64(op.Cost())
-	l.last = p
-	if max > 0 && uint32(len(p.ops)) >= max {
-		l.closeBatch(p)
-	}
-}
-
-// closeBatch moves a batch being formed to the ready queue.
-func (l *loop) closeBatch(p *pending) {
-	p.open = false
-	delete(l.open, p.w)
-	l.enqueueReady(p)
-}
-
-func (l *loop) enqueueReady(p *pending) { l.ready.push(p) }
-
-// closeAll closes every batch being formed, oldest first.
-func (l *loop) closeAll() {
-	for _, p := range l.openList {
-		if p.open {
-			l.closeBatch(p)
-		}
-	}
-	clear(l.openList)
-	l.openList = l.openList[:0]
 }
 
 // flush handles the flush interval and Flush: the batches being formed are
@@ -311,6 +183,21 @@ func (l *loop) release(now time.Time, tick bool) {
 // (see readyQueue.eachFree).
 func (l *loop) releaseFree(now time.Time) {
 	l.ready.eachFree(func(p *pending) { l.dispatch(p, len(p.ops), now) })
+}
+
+// applySettled takes the costs reported by the callbacks that returned
+// since the last time (see ActualCoster): the credit is charged or refunded
+// the difference, and the ratio that scales the target is updated.
+func (l *loop) applySettled() {
+	est, act := l.b.settled.take()
+	if est == 0 && act == 0 {
+		return
+	}
+	if l.cfg.limiter != nil {
+		l.credit.settle(int64(min(act, 1<<40))-int64(min(est, 1<<40)), l.capacity, l.cfg.flushInterval)
+	}
+	l.ratio.observe(est, act, max(uint64(l.capacity), 1000))
+	l.b.costRatio.Store(l.ratio.fixed())
 }
 
 // affordable spends credit on the head batch and returns how many of its
@@ -375,15 +262,15 @@ func (l *loop) dispatch(p *pending, n int, now time.Time) {
 	if limit <= 0 {
 		limit = l.cfg.maxOperationTime
 	}
-	ib := &inflightBatch{cost: int64(cost), deadline: now.Add(limit)}
-	l.deadlines.add(ib, int(b.inflight.Load()))
+	batch := &inflightBatch{cost: int64(cost), deadline: now.Add(limit)}
+	l.deadlines.add(batch, int(b.inflight.Load()))
 	b.inflight.Add(1)
 	l.lastRelease = now
 	l.count(n, cost, now.Sub(p.since))
 	if l.cfg.emitBatch {
 		b.raise(BatchEvent, n, "", ops)
 	}
-	go b.runBatch(p.w, ops, ib)
+	go b.runBatch(p.w, ops, batch)
 }
 
 // count records a released batch in the counters and the observer.
@@ -411,19 +298,19 @@ func (l *loop) arm(now time.Time) {
 	if t, ok := l.deadlines.expire(now, l.b.markDone); ok && (at.IsZero() || t.Before(at)) {
 		at = t
 	}
-	if at.Equal(l.timerAt) {
+	if at.Equal(l.dueAt) {
 		return
 	}
-	l.timerAt = at
+	l.dueAt = at
 	if at.IsZero() {
-		l.timer.Stop()
+		l.dueTimer.Stop()
 		return
 	}
 	d := at.Sub(now)
 	if d <= 0 {
 		d = time.Nanosecond
 	}
-	l.timer.Reset(d)
+	l.dueTimer.Reset(d)
 }
 
 // requestCapacity asks the rate limiter for the target.
