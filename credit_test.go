@@ -48,6 +48,14 @@ func TestCreditSteps(t *testing.T) {
 			{102 * time.Millisecond, 1000, []uint32{1}, 1, 0, true},
 			{204 * time.Millisecond, 1000, nil, 0, 102, true},
 		}},
+		{"a wake-up late by timer slack after the balance reached the cap keeps its lateness", 100 * time.Millisecond, []step{
+			{0, 1000, nil, 0, 0, false},
+			{100 * time.Millisecond, 1000, []uint32{50}, 1, 50, false},
+			{151 * time.Millisecond, 1000, nil, 0, 101, true}, // at the cap since 150 ms
+			{152 * time.Millisecond, 1000, nil, 0, 100, false},
+			{155 * time.Millisecond, 1000, []uint32{50}, 1, 50, true},
+			{208 * time.Millisecond, 1000, nil, 0, 100, true}, // 3 ms late: a stall
+		}},
 		{"a stall while waiting forfeits what accrued beyond one interval", time.Millisecond, []step{
 			{0, 1000, nil, 0, 0, false},
 			{time.Millisecond, 1000, []uint32{10}, 1, -9, false},
