@@ -14,14 +14,14 @@ import (
 	"github.com/costwise/batcher/limit"
 	"github.com/costwise/batcher/limit/redislimit"
 	"github.com/costwise/batcher/middleware/grpclimit"
-	"github.com/costwise/batcher/middleware/httplimit"
+	"github.com/costwise/batcher/middleware/promlimit"
 )
 
 // With Redis stopped in the middle of the test, a fail-closed server
 // refuses calls with UNAVAILABLE and a RetryInfo, and a fail-open one
 // serves them; both count the outcome.
 func TestRedisStoppedFailClosedAndOpen(t *testing.T) {
-	for _, mode := range []httplimit.FailMode{httplimit.FailClosed, httplimit.FailOpen} {
+	for _, mode := range []grpclimit.FailMode{grpclimit.FailClosed, grpclimit.FailOpen} {
 		srv := redistest.StartServer(t)
 		store, err := redislimit.New(srv.Client(t), redislimit.Options{})
 		if err != nil {
@@ -30,7 +30,7 @@ func TestRedisStoppedFailClosedAndOpen(t *testing.T) {
 		reg := prometheus.NewRegistry()
 		c := serveHealth(t, grpclimit.Options{
 			Policies: []grpclimit.Policy{{Name: "per-peer", Limit: limit.FixedWindow(100, time.Hour)}},
-			Store:    store, OnStoreError: mode, FailClosedRetryAfter: 2 * time.Second, Registerer: reg,
+			Store:    store, OnStoreError: mode, FailClosedRetryAfter: 2 * time.Second, MetricsProvider: promlimit.New(reg),
 		})
 		if md, err := check(t, c); err != nil || first(md, "ratelimit") == "" {
 			t.Fatalf("mode %d, Redis up: %v %v", mode, err, md)
@@ -38,7 +38,7 @@ func TestRedisStoppedFailClosedAndOpen(t *testing.T) {
 		srv.Kill()
 		_, err = check(t, c)
 		result := "failed_open"
-		if mode == httplimit.FailClosed {
+		if mode == grpclimit.FailClosed {
 			result = "failed_closed"
 			if status.Code(err) != codes.Unavailable {
 				t.Fatalf("fail-closed with Redis down: %v, want Unavailable", err)
@@ -95,7 +95,7 @@ func TestRedisStoppedFallbackEveryPolicyOrder(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			reg := prometheus.NewRegistry()
 			c := serveHealth(t, grpclimit.Options{Policies: tc.policies, Store: store,
-				OnStoreError: httplimit.FailFallback, StoreTimeout: 500 * time.Millisecond, Registerer: reg})
+				OnStoreError: grpclimit.FailFallback, StoreTimeout: 500 * time.Millisecond, MetricsProvider: promlimit.New(reg)})
 			for i, want := range []codes.Code{codes.OK, codes.OK, codes.ResourceExhausted, codes.ResourceExhausted} {
 				md, err := check(t, c)
 				if status.Code(err) != want {

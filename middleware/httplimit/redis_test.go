@@ -12,6 +12,7 @@ import (
 	"github.com/costwise/batcher/limit"
 	"github.com/costwise/batcher/limit/redislimit"
 	"github.com/costwise/batcher/middleware/httplimit"
+	"github.com/costwise/batcher/middleware/promlimit"
 )
 
 // redisOptions returns middleware options on a Redis store of a
@@ -31,7 +32,7 @@ func redisOptions(t *testing.T, mode httplimit.FailMode) (*redistest.Server, htt
 		FallbackReplicas:     2,
 		StoreTimeout:         500 * time.Millisecond,
 		FailClosedRetryAfter: 1500 * time.Millisecond,
-		Registerer:           reg,
+		MetricsProvider:      promlimit.New(reg),
 	}, reg
 }
 
@@ -201,7 +202,7 @@ func TestRedisStoppedFallbackEveryPolicyOrder(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			reg := prometheus.NewRegistry()
 			ts := serve(t, httplimit.Options{Policies: tc.policies, Store: store, OnStoreError: httplimit.FailFallback,
-				StoreTimeout: 500 * time.Millisecond, Registerer: reg})
+				StoreTimeout: 500 * time.Millisecond, MetricsProvider: promlimit.New(reg)})
 			for i, want := range []int{200, 200, 429, 429} {
 				res := get(t, ts)
 				if res.code != want {

@@ -6,11 +6,16 @@ import (
 	"testing"
 	"time"
 
-	prom "github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
-
 	"github.com/costwise/batcher/limit"
+	"github.com/costwise/batcher/middleware/limitcore"
 )
+
+// provider hands out one recorder.
+type provider struct{ rec limitcore.Recorder }
+
+func (p provider) NewRecorder(limitcore.MetricsOptions, []string) (limitcore.Recorder, error) {
+	return p.rec, nil
+}
 
 // downStore is a limit.Store whose every call fails as a store failure
 // does (an error matching limit.ErrStoreFailed): a Redis that is gone.
@@ -57,9 +62,9 @@ func TestFallbackDeniesWithEveryPolicyOrder(t *testing.T) {
 					ipAt = i
 				}
 			}
-			reg := prom.NewRegistry()
+			rec := &countingRecorder{}
 			e, err := Build(Options{Names: names, Limits: tc.limits, Store: downStore{}, Mode: FailFallback,
-				DefaultTimeout: time.Second, Registerer: reg, Metrics: MetricsOptions{Namespace: "t"}})
+				DefaultTimeout: time.Second, MetricsProvider: provider{rec}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -75,12 +80,12 @@ func TestFallbackDeniesWithEveryPolicyOrder(t *testing.T) {
 						i, o.Results[ipAt], o.RetryAfter)
 				}
 			}
-			for _, p := range names {
-				if got := testutil.ToFloat64(counter(t, reg, p, "failed_open")); got != 0 {
-					t.Errorf("policy %s counted %v failed_open; the fallback decided every request", p, got)
+			for p := range names {
+				if got := rec.decisions[p][limitcore.ResultFailedOpen]; got != 0 {
+					t.Errorf("policy %d counted %d failed_open; the fallback decided every request", p, got)
 				}
-				if got := testutil.ToFloat64(counter(t, reg, p, "denied")); got != 2 {
-					t.Errorf("policy %s counted %v denied, want 2", p, got)
+				if got := rec.decisions[p][limitcore.ResultDenied]; got != 2 {
+					t.Errorf("policy %d counted %d denied, want 2", p, got)
 				}
 			}
 		})

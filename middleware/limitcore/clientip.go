@@ -1,4 +1,4 @@
-package httplimit
+package limitcore
 
 import (
 	"fmt"
@@ -58,7 +58,7 @@ type InvalidPrefixError struct {
 
 // Error names the family and the length.
 func (e *InvalidPrefixError) Error() string {
-	return fmt.Sprintf("httplimit: invalid %s prefix length %d", e.Family, e.Bits)
+	return fmt.Sprintf("limitcore: invalid %s prefix length %d", e.Family, e.Bits)
 }
 
 // Validate checks the prefix lengths and the trusted networks.
@@ -71,7 +71,7 @@ func (c *ClientIP) Validate() error {
 	}
 	for _, p := range c.TrustedProxies {
 		if !p.IsValid() {
-			return fmt.Errorf("httplimit: invalid trusted proxy network %v", p)
+			return fmt.Errorf("limitcore: invalid trusted proxy network %v", p)
 		}
 	}
 	return nil
@@ -86,14 +86,14 @@ func ParsePrefixes(cidrs ...string) ([]netip.Prefix, error) {
 		if !strings.Contains(s, "/") {
 			a, err := netip.ParseAddr(s)
 			if err != nil {
-				return nil, fmt.Errorf("httplimit: trusted proxy %q: %w", s, err)
+				return nil, fmt.Errorf("limitcore: trusted proxy %q: %w", s, err)
 			}
 			out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
 			continue
 		}
 		p, err := netip.ParsePrefix(s)
 		if err != nil {
-			return nil, fmt.Errorf("httplimit: trusted proxy %q: %w", s, err)
+			return nil, fmt.Errorf("limitcore: trusted proxy %q: %w", s, err)
 		}
 		out = append(out, netip.PrefixFrom(p.Addr().Unmap(), p.Bits()).Masked())
 	}
