@@ -3,10 +3,12 @@ package engine
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/costwise/batcher/limit"
 	"github.com/costwise/batcher/middleware/limitcore"
 )
 
@@ -153,5 +155,30 @@ func TestEngineTimeout(t *testing.T) {
 func TestTooManyPolicies(t *testing.T) {
 	if _, err := New(Config{Policies: make([]string, MaxPolicies+1)}); !errors.Is(err, ErrTooManyPolicies) {
 		t.Errorf("err %v", err)
+	}
+}
+
+// The deprecated Registerer option needs the adapter package promlimit
+// installs; without it, and with a MetricsProvider beside it, Build refuses
+// the options instead of dropping the metrics.
+func TestBuildRegistererNeedsTheAdapter(t *testing.T) {
+	if registererAdapter.Load() != nil {
+		t.Fatal("an adapter is installed in this test binary: the test would prove nothing")
+	}
+	mem, err := limit.NewMemory(limit.MemoryOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := Options{Package: "httplimit", Names: []string{"p"}, Limits: []limit.Policy{limit.FixedWindow(1, time.Second)}, Store: mem}
+	for name, o := range map[string]Options{
+		"no adapter": {Registerer: struct{}{}},
+		"both":       {Registerer: struct{}{}, MetricsProvider: provider{&countingRecorder{}}},
+	} {
+		o.Package, o.Names, o.Limits, o.Store = base.Package, base.Names, base.Limits, base.Store
+		_, err := Build(o)
+		var ce *limitcore.ConfigError
+		if !errors.As(err, &ce) || ce.Field != "Registerer" || !strings.HasPrefix(err.Error(), "httplimit: invalid Registerer: ") {
+			t.Errorf("%s: err %v, want a ConfigError on Registerer", name, err)
+		}
 	}
 }
