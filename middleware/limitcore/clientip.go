@@ -29,8 +29,10 @@ const DefaultIPv6Prefix = 64
 
 // ClientIP finds the address of the client that sent a request. The zero
 // value trusts no proxy: the client is the connection's peer (RemoteAddr),
-// whatever the request's headers say. A ClientIP must not be changed after
-// its first use; it is then safe for concurrent use.
+// whatever the request's headers say. httplimit's Options.ClientIP and
+// KeyIP use all of it; grpclimit's KeyPeer only its prefix lengths. A
+// ClientIP must not be changed after its first use; it is then safe for
+// concurrent use.
 type ClientIP struct {
 	// TrustedProxies lists the networks of the proxies in front of the
 	// service. Only a request whose peer is in one of them has its
