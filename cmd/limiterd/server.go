@@ -18,10 +18,10 @@ import (
 	"google.golang.org/grpc"
 
 	ratelimiterv1 "github.com/costwise/batcher/api/ratelimiter/v1"
-	"github.com/costwise/batcher/envoyrl"
-	"github.com/costwise/batcher/envoyrl/redisstore"
 	"github.com/costwise/batcher/cmd/limiterd/internal/http1"
 	"github.com/costwise/batcher/cmd/limiterd/internal/unarygrpc"
+	"github.com/costwise/batcher/envoyrl"
+	"github.com/costwise/batcher/envoyrl/redisstore"
 	"github.com/costwise/batcher/middleware/httplimit"
 )
 
