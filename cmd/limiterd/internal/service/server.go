@@ -1,4 +1,4 @@
-package main
+package service
 
 import (
 	"context"
@@ -18,10 +18,10 @@ import (
 	"google.golang.org/grpc"
 
 	ratelimiterv1 "github.com/costwise/batcher/api/ratelimiter/v1"
-	"github.com/costwise/batcher/envoyrl"
-	"github.com/costwise/batcher/envoyrl/redisstore"
 	"github.com/costwise/batcher/cmd/limiterd/internal/http1"
 	"github.com/costwise/batcher/cmd/limiterd/internal/unarygrpc"
+	"github.com/costwise/batcher/envoyrl"
+	"github.com/costwise/batcher/envoyrl/redisstore"
 	"github.com/costwise/batcher/middleware/httplimit"
 )
 
@@ -29,7 +29,6 @@ import (
 // listeners.
 type server struct {
 	cfg     Config
-	opts    options
 	log     *slog.Logger
 	metrics *metrics
 	keyed   keyedLimiter
@@ -42,8 +41,8 @@ type server struct {
 }
 
 // newServer builds the stores and services of cfg and opens the listeners.
-func newServer(cfg Config, o options, log *slog.Logger) (_ *server, err error) {
-	s := &server{cfg: cfg, opts: o, log: log, metrics: newMetrics()}
+func newServer(cfg Config) (_ *server, err error) {
+	s := &server{cfg: cfg, log: cfg.Log, metrics: newMetrics()}
 	defer func() {
 		if err != nil {
 			s.close()
@@ -108,10 +107,7 @@ func (s *server) buildEnvoy(rdb redis.UniversalClient) error {
 		KeyPrefix:                  e.KeyPrefix,
 		Observer:                   envoyObserver{s.metrics},
 	})
-	dir := s.opts.rules
-	if dir == "" {
-		dir = e.RulesDir
-	}
+	dir := e.RulesDir
 	if dir == "" {
 		return nil
 	}
@@ -143,29 +139,14 @@ func (s *server) envoyFallback(primary envoyrl.Store) (envoyrl.Store, error) {
 	})
 }
 
-// metricsAddr is where /metrics is served: the flag when given, else the
-// file's port unless the file turns Prometheus off.
-func (s *server) metricsAddr() string {
-	if s.opts.metricsSet {
-		return s.opts.metricsAddr
-	}
-	if p := s.cfg.Metrics.UsePrometheus; p != nil && !*p {
-		return ""
-	}
-	if s.cfg.file != "" && s.cfg.Metrics.Port > 0 {
-		return fmt.Sprintf(":%d", s.cfg.Metrics.Port)
-	}
-	return s.opts.metricsAddr
-}
-
 func (s *server) listen() (err error) {
-	if s.httpLn, err = net.Listen("tcp", s.opts.httpAddr); err != nil {
+	if s.httpLn, err = net.Listen("tcp", s.cfg.HTTPAddr); err != nil {
 		return fmt.Errorf("limiterd: --http-addr: %w", err)
 	}
-	if s.grpcLn, err = net.Listen("tcp", s.opts.grpcAddr); err != nil {
+	if s.grpcLn, err = net.Listen("tcp", s.cfg.GRPCAddr); err != nil {
 		return fmt.Errorf("limiterd: --grpc-addr: %w", err)
 	}
-	if addr := s.metricsAddr(); addr != "" {
+	if addr := s.cfg.MetricsAddr; addr != "" {
 		if s.metricsLn, err = net.Listen("tcp", addr); err != nil {
 			return fmt.Errorf("limiterd: --metrics-addr: %w", err)
 		}
@@ -206,7 +187,7 @@ type grpcServer interface {
 // than the protobuf library for them), which leaves the other messages to
 // gRPC's default codec.
 func (s *server) grpcServer() grpcServer {
-	if s.opts.grpcServer == grpcServerGo {
+	if s.cfg.GRPCServer == GRPCServerGo {
 		return grpc.NewServer(grpc.NumStreamWorkers(streamWorkers), grpc.ForceServerCodecV2(envoyrl.Codec{}))
 	}
 	return &unarygrpc.Server{Codec: envoyrl.Codec{}, Workers: streamWorkers}
@@ -250,14 +231,14 @@ func (s *server) serve(ctx context.Context) error {
 	}
 	if s.rules != nil {
 		wg.Add(1)
-		go func() { defer wg.Done(); s.rules.run(ctx, s.opts.rulesInterval) }()
+		go func() { defer wg.Done(); s.rules.run(ctx, s.cfg.RulesInterval) }()
 	}
 	s.logStart()
 
 	var err error
 	select {
 	case <-ctx.Done():
-		s.log.Info("stopping: finishing in-flight calls", "timeout", s.opts.shutdownTimeout.String())
+		s.log.Info("stopping: finishing in-flight calls", "timeout", s.cfg.ShutdownTimeout.String())
 	case err = <-errs:
 	}
 	cancel()
@@ -269,7 +250,7 @@ func (s *server) serve(ctx context.Context) error {
 // shutdown stops accepting calls and waits for those in flight, up to the
 // shutdown timeout, after which it cuts them.
 func (s *server) shutdown(g grpcServer, hs *http1.Server, ms *http.Server) {
-	ctx, cancel := context.WithTimeout(context.Background(), s.opts.shutdownTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 	defer cancel()
 	done := make(chan struct{})
 	go func() { g.GracefulStop(); close(done) }()

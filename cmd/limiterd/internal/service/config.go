@@ -1,4 +1,4 @@
-package main
+package service
 
 import (
 	"fmt"
@@ -36,6 +36,10 @@ type Config struct {
 	Headers string `yaml:"headers"`
 	// Addition: the Envoy rate limit service's settings.
 	Envoy Envoy `yaml:"envoy"`
+
+	// Command holds the settings of the command line, which a file does
+	// not set.
+	Command `yaml:"-"`
 
 	file string // the file it came from, "" for defaults
 }
@@ -126,8 +130,11 @@ func (e *ConfigError) Error() string {
 	return fmt.Sprintf("limiterd: config %s: %s: %s", file, e.Field, e.Reason)
 }
 
-// defaultConfig is the documented default policy: in memory, a token
-// bucket of 10 tokens refilled at 1 per second.
+// DefaultConfig is the configuration without a file or flags: in memory,
+// a token bucket of 10 tokens refilled at 1 per second, listening on
+// :8080 (REST), :8081 (gRPC) and :9091 (/metrics).
+func DefaultConfig() Config { return defaultConfig() }
+
 func defaultConfig() Config {
 	capacity, rate := 10.0, 1.0
 	window, maxReq := int64(60), int64(100)
@@ -145,6 +152,7 @@ func defaultConfig() Config {
 		OnStoreFailure: "fail_open",
 		Replicas:       1,
 		Headers:        "draft",
+		Command:        defaultCommand(),
 	}
 }
 

@@ -1,4 +1,4 @@
-package main
+package service
 
 import (
 	"bytes"
@@ -7,7 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -18,21 +18,24 @@ import (
 	"github.com/costwise/batcher/internal/redistest"
 )
 
-// The tests run limiterd as a real process: the test binary itself, which
-// runs main when LIMITERD_TEST_MAIN is set, so that no separate build is
-// needed.
+// The tests run limiterd in the test process through Main, as the
+// command does. A test that needs a process of its own (one with fewer file
+// descriptors) runs the test binary, which runs Main when
+// LIMITERD_TEST_MAIN is set.
 func TestMain(m *testing.M) {
 	if os.Getenv("LIMITERD_TEST_MAIN") == "1" {
-		main()
-		return
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		code := Main(ctx, os.Args[1:], os.Stderr)
+		stop()
+		os.Exit(code)
 	}
 	os.Exit(m.Run())
 }
 
-// proc is a limiterd process a test started.
+// proc is a limiterd a test started.
 type proc struct {
 	t                   *testing.T
-	cmd                 *exec.Cmd
+	cancel              context.CancelFunc
 	stderr              *syncBuffer
 	http, grpc, metrics string
 	exited              chan struct{}
@@ -57,36 +60,18 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-func self(t *testing.T) string {
-	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return exe
-}
-
 // runOnce runs limiterd with args to its end and returns its exit status
 // and standard error.
 func runOnce(t *testing.T, args ...string) (int, string) {
 	t.Helper()
-	cmd := exec.Command(self(t), args...)
-	cmd.Env = append(os.Environ(), "LIMITERD_TEST_MAIN=1")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	done := make(chan error, 1)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { done <- cmd.Wait() }()
-	select {
-	case <-done:
-	case <-time.After(20 * time.Second):
-		cmd.Process.Kill()
-		<-done
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var stderr syncBuffer
+	code := Main(ctx, args, &stderr)
+	if ctx.Err() != nil {
 		t.Fatalf("limiterd %v did not exit: %s", args, stderr.String())
 	}
-	return cmd.ProcessState.ExitCode(), stderr.String()
+	return code, stderr.String()
 }
 
 // writeFile writes body to name in dir and returns its path.
@@ -120,15 +105,10 @@ func start(t *testing.T, config string, extra ...string) *proc {
 	if v := os.Getenv("LIMITERD_TEST_GRPC_SERVER"); v != "" {
 		args = append(args, "--grpc-server", v)
 	}
-	p.cmd = exec.Command(self(t), append(args, extra...)...)
-	p.cmd.Env = append(os.Environ(), "LIMITERD_TEST_MAIN=1")
-	p.cmd.Stderr = p.stderr
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p.cancel = cancel
 	go func() {
-		p.cmd.Wait()
-		p.exitCode = p.cmd.ProcessState.ExitCode()
+		p.exitCode = Main(ctx, append(args, extra...), p.stderr)
 		close(p.exited)
 	}()
 	t.Cleanup(func() { p.stop() })
@@ -147,20 +127,15 @@ func start(t *testing.T, config string, extra ...string) *proc {
 	return p
 }
 
-// stop sends SIGTERM and waits for the exit; it returns the exit status.
+// stop ends the service's context, as SIGTERM does, and waits for Main
+// to return; it returns the exit status.
 func (p *proc) stop() int {
-	select {
-	case <-p.exited:
-		return p.exitCode
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	p.cancel()
 	select {
 	case <-p.exited:
 	case <-time.After(15 * time.Second):
-		p.cmd.Process.Kill()
+		p.t.Errorf("limiterd did not stop within 15 s: %s", p.stderr.String())
 		<-p.exited
-		p.t.Errorf("limiterd did not stop within 15 s of SIGTERM")
 	}
 	return p.exitCode
 }

@@ -1,4 +1,4 @@
-package main
+package service
 
 import (
 	"context"
@@ -16,8 +16,8 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	ratelimiterv1 "github.com/costwise/batcher/api/ratelimiter/v1"
-	"github.com/costwise/batcher/envoyrl"
 	"github.com/costwise/batcher/cmd/limiterd/internal/http1"
+	"github.com/costwise/batcher/envoyrl"
 	"github.com/costwise/batcher/middleware/httplimit"
 )
 
