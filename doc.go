@@ -44,8 +44,9 @@
 // made a few milliseconds late does not forfeit the capacity that accrued
 // meanwhile; a longer absence (a listener that blocks the loop, a stopped
 // process) is a stall, and the capacity it missed is not made up: after any
-// stall no one-second window sees more than the capacity, one flush
-// interval's worth and one operation.
+// stall no window of up to a second sees more than the capacity over the
+// window, one flush interval's worth, the flush tolerance and the 2-ms
+// catch-up (together at most 7 ms' worth) and one operation.
 //
 // With 10,000 cost per second and the default 100 ms flush interval, each
 // flush interval releases about 1,000 cost; batches that fill up in between

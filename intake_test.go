@@ -25,7 +25,8 @@ func (c *workClock) Now() time.Time {
 // operations of cost 10 enqueued before the loop starts, and an intake that
 // takes about 1 µs per operation. No window up to 1 s releases more than
 // capacity × window, one flush interval's worth, the tolerance below zero
-// of a flush (see loop.affordable: 5 ms' worth here) and one operation, and
+// of a flush (see loop.affordable: 5 ms' worth here), the catch-up of a
+// late wake-up (see credit.accrue: 2 ms' worth) and one operation, and
 // each second after the first releases the capacity; the first release
 // comes at the first flush at the latest. Under fair release the loop used to take
 // the whole backlog in one pass (300 ms here, nothing released meanwhile),
@@ -59,7 +60,7 @@ func TestLongIntakeReleasesNoBurst(t *testing.T) {
 			}
 			t.Logf("first release at %v", first)
 			for _, d := range []time.Duration{time.Millisecond, 10 * time.Millisecond, 100 * time.Millisecond, time.Second} {
-				bound := uint64(capacity*(d+interval+5*time.Millisecond)/time.Second) + cost
+				bound := uint64(capacity*(d+interval+5*time.Millisecond+maxCatchUp)/time.Second) + cost
 				got := h.maxWindow(d)
 				if got > bound {
 					t.Errorf("a window of %v released %d cost, more than %d", d, got, bound)
