@@ -194,3 +194,51 @@ func statusOK(r *http.Response) error {
 	}
 	return nil
 }
+
+// TestGivenUpEnvoyCallsNotCounted: Envoy calls that give up (a 20-ms
+// deadline) while Redis is frozen are not counted when it resumes, but
+// for the at most two batches in flight (one call each, as the calls come
+// one after another).
+func TestGivenUpEnvoyCallsNotCounted(t *testing.T) {
+	srv := redistest.StartServer(t)
+	dir := t.TempDir()
+	writeFile(t, dir, "gw.yaml", envoyRules)
+	p := start(t, fmt.Sprintf("store: redis\non_store_failure: fail_closed\nbackends:\n  redis: {addr: %q}\n", srv.Addr()), "--rules", dir)
+	envoy := rlsv3.NewRateLimitServiceClient(dial(t, p.grpc))
+	redistest.AwayFromWindowEdge(time.Hour, 30*time.Second)
+	ip := uuid.NewString()
+	if _, err := envoy.ShouldRateLimit(context.Background(), envoyReq("remote_address", ip)); err != nil {
+		t.Fatalf("with Redis up: %v", err)
+	}
+	srv.Freeze(t)
+	for i := range 200 {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		_, err := envoy.ShouldRateLimit(ctx, envoyReq("remote_address", ip))
+		cancel()
+		if err == nil {
+			t.Fatalf("call %d with Redis frozen answered", i)
+		}
+	}
+	srv.Thaw(t)
+	c := srv.Client(t)
+	var count int64 = -1
+	stable := time.Now()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		keys, err := c.Keys(context.Background(), "*"+ip+"*").Result()
+		if err != nil || len(keys) != 1 {
+			continue
+		}
+		n, err := c.Get(context.Background(), keys[0]).Int64()
+		if err != nil {
+			continue
+		}
+		if n != count {
+			count, stable = n, time.Now()
+		} else if time.Since(stable) > 300*time.Millisecond {
+			break
+		}
+	}
+	if count < 1 || count > 3 {
+		t.Fatalf("counter at %d after 1 call and 200 that gave up; want 1 to 3", count)
+	}
+}
