@@ -75,12 +75,15 @@ func everyCall() []storeCall {
 // as fast.
 func checkBounded(t *testing.T, store limit.Store, d time.Duration) {
 	t.Helper()
+	var slowest time.Duration
+	defer func() { t.Logf("slowest call with a %v bound: %v", d, slowest) }()
 	for _, c := range everyCall() {
 		ctx, cancel := context.WithTimeout(context.Background(), d)
 		began := time.Now()
 		_, err := c.run(ctx, store)
 		took := time.Since(began)
 		cancel()
+		slowest = max(slowest, took)
 		if !errors.Is(err, context.DeadlineExceeded) || took > d+boundMargin {
 			t.Errorf("%s with a %v deadline: %v after %v", c.name, d, err, took)
 		}
@@ -91,6 +94,7 @@ func checkBounded(t *testing.T, store limit.Store, d time.Duration) {
 		began = time.Now()
 		dec, err := c.run(context.Background(), fs)
 		took = time.Since(began)
+		slowest = max(slowest, took)
 		decided := err == nil && dec.Reason == limit.ReasonFailOpen
 		if c.name == "Reset" { // Reset reports the failure: there is nothing to decide
 			decided = errors.Is(err, limit.ErrStoreFailed)
