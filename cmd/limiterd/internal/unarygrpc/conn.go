@@ -384,7 +384,7 @@ func (c *conn) onData(f *http2.DataFrame) error {
 		c.resetStream(id, http2.ErrCodeProtocol)
 		return nil
 	}
-	if len(data) > 0 {
+	if len(data) > 0 && st.failure == nil {
 		if st.buf == nil {
 			st.buf = getBuffer()
 		}
@@ -423,7 +423,8 @@ func (c *conn) onDataNotReceiving(id uint32, end bool) error {
 	st, open := c.streams[id]
 	idle := id > c.maxID
 	gone, byUs := c.gone.find(id)
-	if open && st.early && end {
+	discard := open && st.early && !st.remoteDone
+	if discard && end {
 		st.remoteDone = true
 	}
 	c.mu.Unlock()
@@ -431,7 +432,7 @@ func (c *conn) onDataNotReceiving(id uint32, end bool) error {
 	case idle:
 		c.connError(http2.ErrCodeProtocol, "")
 		return errGoAway
-	case open && st.early, gone && byUs:
+	case discard, gone && byUs:
 		// The rest of a request answered early, or frames the peer sent
 		// before it saw our RST_STREAM: discarded.
 	default:

@@ -26,7 +26,7 @@ type headerBlock struct {
 	encoding, contentLength  string
 	hasMethod, hasPath, isCT bool
 	hasScheme, hasAuthority  bool
-	hasContentLength         bool
+	hasContentLength, pseudo bool
 }
 
 func (c *conn) onHeaders(f *http2.HeadersFrame) error {
@@ -101,6 +101,7 @@ func (c *conn) onField(f hpack.HeaderField) {
 // regular field (RFC 9113 8.3).
 func (c *conn) onPseudo(f hpack.HeaderField) {
 	h := &c.hb
+	h.pseudo = true
 	if h.regular {
 		h.malformed = true
 		return
@@ -143,8 +144,9 @@ func (c *conn) onHeaderBlock() error {
 	h := &c.hb
 	id := h.streamID
 	if st, ok := c.recv[id]; ok {
-		// Trailers from the client end its request.
-		if !h.endStream {
+		// Trailers from the client end its request; they carry no
+		// pseudo-header (RFC 9113 8.1).
+		if !h.endStream || h.pseudo || h.malformed {
 			c.resetStream(id, http2.ErrCodeProtocol)
 			return nil
 		}
@@ -157,10 +159,17 @@ func (c *conn) onHeaderBlock() error {
 	}
 	c.mu.Lock()
 	if id <= c.maxID {
-		_, open := c.streams[id]
+		st, open := c.streams[id]
 		gone, _ := c.gone.find(id)
+		discard := open && st.early && !st.remoteDone
+		if discard && h.endStream {
+			st.remoteDone = true
+		}
 		c.mu.Unlock()
 		switch {
+		case discard && h.endStream:
+			// The trailers of a request answered early.
+			return nil
 		case open:
 			// HEADERS on a half-closed stream.
 			c.resetStream(id, http2.ErrCodeStreamClosed)
@@ -240,7 +249,11 @@ func (c *conn) newStream(h *headerBlock, contentLength int64) *stream {
 		st.ctx, st.cancel = context.WithCancel(context.Background())
 	}
 	st.remoteDone = h.endStream
-	st.early = st.failure != nil
+	// A gRPC call refused at its headers is answered at once: a client
+	// that streams would otherwise wait for an answer that comes only
+	// when it ends its request. A request that is not gRPC is answered
+	// when it ends, as an HTTP server would.
+	st.early = st.failure != nil && st.httpStatus == 0
 	return st
 }
 
