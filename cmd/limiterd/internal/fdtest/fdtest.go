@@ -130,6 +130,15 @@ func Start(t *testing.T, name string) *Proc {
 	return p
 }
 
+// waitExit waits a little for the child to exit, so that its state and
+// last words can be reported.
+func (p *Proc) waitExit() {
+	select {
+	case <-p.exited:
+	case <-time.After(2 * time.Second):
+	}
+}
+
 // Stderr is what the child wrote to its standard error so far.
 func (p *Proc) Stderr() string { return p.stderr.String() }
 
@@ -165,7 +174,8 @@ func (p *Proc) Exhaust(t *testing.T) []net.Conn {
 		if len(conns) < 4*Limit {
 			nc, err := net.Dial("tcp", p.Addr)
 			if err != nil {
-				t.Fatal(err)
+				p.waitExit()
+				t.Fatalf("dial: %v; the server's process: %v: %s", err, p.state, p.stderr.String())
 			}
 			conns = append(conns, nc)
 		} else {
