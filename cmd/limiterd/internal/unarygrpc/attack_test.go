@@ -254,3 +254,32 @@ func TestIdleConnections(t *testing.T) {
 	}
 	waitGoroutines(t, baseline+2)
 }
+
+// TestIdleTimeout checks that a connection without calls is closed after
+// IdleTimeout with GOAWAY, pings or not, and that one with a call in
+// flight is not.
+func TestIdleTimeout(t *testing.T) {
+	l := &limiter{release: make(chan struct{})}
+	addr := serveTest(t, &Server{IdleTimeout: 200 * time.Millisecond}, l)
+	idle := newRawClient(t, addr)
+	_ = idle.fr.WritePing(false, [8]byte{1})
+	if code := idle.goAway(); code != http2.ErrCodeNo {
+		t.Fatalf("an idle connection: GOAWAY %v", code)
+	}
+	if _, err := idle.fr.ReadFrame(); err == nil {
+		t.Fatal("the idle connection is still open after its GOAWAY")
+	}
+
+	busy := newRawClient(t, addr)
+	busy.headers(1, false, callHeaders...)
+	_ = busy.fr.WriteData(1, true, grpcMessage(t, 0, &ratelimiterv1.AllowRequest{Key: "block"}))
+	for l.inFlight.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	// Twice the idle timeout with the call in flight: no GOAWAY.
+	time.Sleep(400 * time.Millisecond)
+	close(l.release)
+	if a := busy.answer(1); a.fields["grpc-status"] != "0" {
+		t.Fatalf("the call in flight: %v", a)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -76,6 +77,7 @@ type conn struct {
 	recv      map[uint32]*stream // streams whose request is still arriving
 	recvConn  int64              // the connection's receive window left
 	recvUnack int64
+	idleSince time.Time // when the read deadline of IdleTimeout was set; zero when none is
 
 	// mu guards what follows and every write to the connection.
 	mu         sync.Mutex
@@ -151,10 +153,18 @@ func (c *conn) serve() {
 		if !c.frameBuffered() {
 			c.mu.Lock()
 			c.flushLocked()
+			idle, goingAway := len(c.streams) == 0, c.goingAway
 			c.mu.Unlock()
+			if !goingAway {
+				c.setIdleDeadline(idle)
+			}
 		}
 		f, err := c.fr.ReadFrame()
 		if err != nil {
+			if !c.idleSince.IsZero() && errors.Is(err, os.ErrDeadlineExceeded) {
+				c.connError(http2.ErrCodeNo, "idle")
+				return
+			}
 			var se http2.StreamError
 			if errors.As(err, &se) {
 				c.resetStream(se.StreamID, se.Code)
@@ -172,6 +182,21 @@ func (c *conn) serve() {
 			return
 		}
 	}
+}
+
+// setIdleDeadline starts or stops the wait of IdleTimeout for a frame on
+// a connection without calls in flight. Reader only.
+func (c *conn) setIdleDeadline(idle bool) {
+	if c.srv.IdleTimeout <= 0 || idle == !c.idleSince.IsZero() {
+		return
+	}
+	if idle {
+		c.idleSince = time.Now()
+		_ = c.nc.SetReadDeadline(c.idleSince.Add(c.srv.IdleTimeout))
+		return
+	}
+	c.idleSince = time.Time{}
+	_ = c.nc.SetReadDeadline(time.Time{})
 }
 
 // frameBuffered reports whether a whole frame is in the read buffer.

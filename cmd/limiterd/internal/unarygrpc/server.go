@@ -84,6 +84,11 @@ type Server struct {
 	// peer's windows hold back for longer is reset (RST_STREAM CANCEL).
 	// 0 means 10 s.
 	WriteTimeout time.Duration
+	// IdleTimeout closes a connection (GOAWAY NO_ERROR "idle", then close)
+	// that has had no call in flight for this long, pings or not, as
+	// grpc-go's keepalive.ServerParameters.MaxConnectionIdle does; 0 means
+	// never.
+	IdleTimeout time.Duration
 	// KeepalivePolicy is how often a peer may ping, as in grpc-go: a ping
 	// sooner than MinTime after the previous one (sooner than two hours
 	// without calls in flight, unless PermitWithoutStream) is a strike, and
