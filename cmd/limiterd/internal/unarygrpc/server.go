@@ -1,26 +1,3 @@
-// Package unarygrpc is a lean gRPC server for unary methods. It serves
-// HTTP/2 connections that start with the client preface on a plain
-// listener (prior knowledge, h2c, as grpc-go's server does without TLS),
-// calling the handlers of the generated service descriptors with the codec
-// it is given, and costs a fraction of grpc-go's server per call: no
-// per-connection writer goroutine, no per-call timers without a deadline,
-// one buffered write per burst of answers.
-//
-// It implements the parts of HTTP/2 a gRPC peer uses: SETTINGS and their
-// acknowledgement, PING, flow control both ways (WINDOW_UPDATE for the
-// connection and each stream), HEADERS with CONTINUATION, DATA, RST_STREAM,
-// GOAWAY on a graceful stop and on connection errors, and a limit on the
-// calls in flight per connection. On top of it, gRPC's rules for unary
-// calls: one length-prefixed message each way, the grpc-timeout header as
-// the call's deadline, answers ending in trailers with grpc-status and
-// grpc-message (and grpc-status-details-bin when the status has details),
-// Unimplemented for a method it does not know.
-//
-// What it leaves out: streaming methods (RegisterService refuses a service
-// that has any, and Serve reports it), compression (a compressed request
-// is answered Unimplemented or Internal, as grpc-go answers one it cannot
-// decompress), interceptors, stats handlers, TLS, and the call's metadata
-// and peer in the handler's context.
 package unarygrpc
 
 import (
