@@ -1,4 +1,4 @@
-package main
+package service
 
 import (
 	"context"
@@ -136,13 +136,13 @@ func h2specResults(t *testing.T, bin, addr string) map[string]string {
 // its known failures.
 func TestH2Spec(t *testing.T) {
 	bin := h2specPath(t)
-	for _, server := range []string{grpcServerLean, grpcServerGo} {
+	for _, server := range []string{GRPCServerLean, GRPCServerGo} {
 		t.Run(server, func(t *testing.T) {
 			p := start(t, "", "--grpc-server", server)
 			results := h2specResults(t, bin, p.grpc)
 			var failed []string
 			for name, r := range results {
-				if r != "pass" && (server == grpcServerLean || !slices.Contains(grpcGoKnownFailures, name)) {
+				if r != "pass" && (server == GRPCServerLean || !slices.Contains(grpcGoKnownFailures, name)) {
 					failed = append(failed, fmt.Sprintf("%s: %s", r, name))
 				}
 			}
@@ -157,7 +157,7 @@ func TestH2Spec(t *testing.T) {
 // TestReflectionListsServices checks that server reflection, which grpcurl
 // asks first, lists the services on both servers.
 func TestReflectionListsServices(t *testing.T) {
-	for _, server := range []string{grpcServerLean, grpcServerGo} {
+	for _, server := range []string{GRPCServerLean, GRPCServerGo} {
 		t.Run(server, func(t *testing.T) {
 			p := start(t, "", "--grpc-server", server)
 			cc, err := grpc.NewClient(p.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
