@@ -16,6 +16,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
 
 	ratelimiterv1 "github.com/costwise/batcher/api/ratelimiter/v1"
 	"github.com/costwise/batcher/cmd/limiterd/internal/http1"
@@ -183,6 +186,7 @@ const streamWorkers = 256
 // unarygrpc's lean one.
 type grpcServer interface {
 	grpc.ServiceRegistrar
+	GetServiceInfo() map[string]grpc.ServiceInfo
 	Serve(net.Listener) error
 	GracefulStop()
 	Stop()
@@ -196,7 +200,7 @@ func (s *server) grpcServer() grpcServer {
 	if s.cfg.GRPCServer == GRPCServerGo {
 		return grpc.NewServer(grpc.NumStreamWorkers(streamWorkers), grpc.ForceServerCodecV2(envoyrl.Codec{}))
 	}
-	return &unarygrpc.Server{Codec: envoyrl.Codec{}, Workers: streamWorkers}
+	return &unarygrpc.Server{Codec: envoyrl.Codec{}, Workers: streamWorkers, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
 }
 
 // serve runs every server until ctx ends, then stops them gracefully within
@@ -209,6 +213,10 @@ func (s *server) serve(ctx context.Context) error {
 	g := s.grpcServer()
 	ratelimiterv1.RegisterRateLimiterServer(g, &allowServer{s: s})
 	rlsv3.RegisterRateLimitServiceServer(g, envoyGRPC{s: s})
+	// Health checks, and server reflection so that grpcurl lists the
+	// services.
+	healthpb.RegisterHealthServer(g, health.NewServer())
+	reflection.Register(g)
 	hs := s.httpServer()
 	var ms *http.Server
 	if s.metricsLn != nil {
