@@ -103,7 +103,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.store, "store", c.store, "where the replicas keep their leases: memory, azure or redis")
 	fs.StringVar(&c.azureConnString, "azure-connection-string", "", "Azure Storage connection string (Azurite or a real account)")
-	fs.StringVar(&c.azureAccount, "azure-account", "", "storage account name (with --azure-key, or alone for DefaultAzureCredential)")
+	fs.StringVar(&c.azureAccount, "azure-account", "", "storage account name (with --azure-key)")
 	fs.StringVar(&c.azureKey, "azure-key", "", "storage account key")
 	fs.StringVar(&c.azureServiceURL, "azure-service-url", "", "blob endpoint, e.g. http://127.0.0.1:10000/devstoreaccount1 for Azurite")
 	fs.StringVar(&c.azureContainer, "azure-container", c.azureContainer, "container that holds the partition blobs")
@@ -228,6 +228,9 @@ func (c config) check() error {
 	case "memory", "azure", "redis":
 	default:
 		return fmt.Errorf("--store must be memory, azure or redis, not %q", c.store)
+	}
+	if c.store == "azure" && c.azureConnString == "" && (c.azureAccount == "" || c.azureKey == "") {
+		return errors.New("--store=azure needs --azure-connection-string, or --azure-account with --azure-key")
 	}
 	if c.logFormat != "console" && c.logFormat != "json" {
 		return fmt.Errorf("--log-format must be console or json, not %q", c.logFormat)

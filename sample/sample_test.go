@@ -188,7 +188,7 @@ func TestConfig(t *testing.T) {
 	if total := uint32(cfg.replicas)*cfg.reserve() + cfg.shared() + cfg.unused(); total != cfg.budget {
 		t.Errorf("reservations + shared + unused = %d, want the budget %d", total, cfg.budget)
 	}
-	cfg, err = parseFlags([]string{"--reserved", "0", "--headroom", "-1", "--store", "azure"}, os.Stderr)
+	cfg, err = parseFlags([]string{"--reserved", "0", "--headroom", "-1", "--store", "azure", "--azure-connection-string", "UseDevelopmentStorage=true"}, os.Stderr)
 	if err != nil || cfg.shared() != 19500 || cfg.reserve() != 0 || cfg.leaseInterval() != 500 {
 		t.Errorf("--reserved 0 --headroom -1: shared %d, reserve %d, interval %d, err %v; want 19500 (20000 less 4 requests, in partitions of 250), 0, 500",
 			cfg.shared(), cfg.reserve(), cfg.leaseInterval(), err)
@@ -201,6 +201,7 @@ func TestConfig(t *testing.T) {
 		{"--store", "etcd"}, {"--replicas", "0"}, {"--replicas", "65"}, {"--reserved", "5000"}, {"--reserved", "-2"},
 		{"--log-format", "xml"}, {"--duration", "10ms"}, {"--cost", "0"}, {"--headroom", "20000"}, {"extra"},
 		{"--interactive-rate", "-1"}, {"--interactive-writes", "1.5"}, {"--read-ru", "0"}, {"--max-interval", "-1s"},
+		{"--store", "azure"}, {"--store", "azure", "--azure-account", "a"}, // no key, no connection string
 	} {
 		if _, err := parseFlags(args, &bytes.Buffer{}); err == nil {
 			t.Errorf("parseFlags(%q) accepted", args)
