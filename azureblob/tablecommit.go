@@ -68,37 +68,47 @@ func (m *TableLeaseManager) commit(ctx context.Context, fill func(rec *logRecord
 		}
 		m.noteTime(resp.Date, sent)
 		// A demand cannot be refused: it has no outcome to learn, and the
-		// next read folds it in its place.
+		// next read folds it in its place. Other changes are answered from
+		// the table as last read when it decides them (prove), or else
+		// from the log read through the change.
 		results, proven := m.prove(rec)
 		if !proven && rec.Op != opDemand {
-			// Learn the outcome from the log: read what was appended
-			// since the last read, through this record, and fold it. The
-			// record is found by its key, not by the offset the service
-			// answered with, which Azurite may report from before
-			// appends that landed concurrently.
-			m.want, m.found, m.results = rec.Key, false, nil
-			st, err := m.readMore(ctx)
-			m.want = ""
-			if err != nil {
+			if results, err = m.readOutcome(ctx, rec); err != nil {
 				return nil, err
 			}
-			if st != readOK || !m.found {
-				m.gen, m.state = -1, nil
-				return nil, fmt.Errorf("batcher: azure lease log in %s: the change appended was not found in the log after it", RedactURL(m.cfgURL()))
-			}
-			results = m.results
 		}
-		if m.offset >= m.rollBytes && !m.sealed {
-			// The generation is long enough: seal it and begin the next.
-			// Best effort: the outcome is known, and another instance
-			// seals it when this one cannot.
-			if m.seal(ctx, m.gen) == nil {
-				_ = m.refresh(ctx)
-			}
-		}
+		m.rollIfLong(ctx)
 		return results, nil
 	}
 	return nil, fmt.Errorf("batcher: azure lease log in %s moved under %d appends in a row", RedactURL(m.cfgURL()), maxAttempts)
+}
+
+// readOutcome learns the outcomes of rec, just appended, from the log: it
+// reads what was appended since the last read, through rec, and folds it.
+// The record is found by its key, not by the offset the service answered
+// the append with, which Azurite may report from before appends that landed
+// concurrently.
+func (m *TableLeaseManager) readOutcome(ctx context.Context, rec *logRecord) ([]error, error) {
+	m.want, m.found, m.results = rec.Key, false, nil
+	st, err := m.readMore(ctx)
+	m.want = ""
+	if err != nil {
+		return nil, err
+	}
+	if st != readOK || !m.found {
+		m.gen, m.state = -1, nil
+		return nil, fmt.Errorf("batcher: azure lease log in %s: the change appended was not found in the log after it", RedactURL(m.cfgURL()))
+	}
+	return m.results, nil
+}
+
+// rollIfLong seals the generation once it is long enough, and begins the
+// next. Best effort: the outcome of the change is known, and another
+// instance seals it when this one cannot.
+func (m *TableLeaseManager) rollIfLong(ctx context.Context) {
+	if m.offset >= m.rollBytes && !m.sealed && m.seal(ctx, m.gen) == nil {
+		_ = m.refresh(ctx)
+	}
 }
 
 // prove returns the outcomes of rec, just appended, when the table as last

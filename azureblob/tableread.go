@@ -182,58 +182,72 @@ func (m *TableLeaseManager) refresh(ctx context.Context) error {
 			m.pending = m.state
 			m.startAt(m.gen + 1)
 		case readGone:
-			if m.pending != nil {
-				// The generation after a sealed one is not there: not
-				// begun yet, or begun, sealed and deleted while this
-				// manager was away. Only when no later one exists is it
-				// this manager's to begin; beginning a deleted one anew
-				// would fork the log.
-				latest, ok, err := m.locate(ctx)
-				if err != nil {
-					return err
-				}
-				switch {
-				case ok && latest == m.gen-1:
-					err := m.begin(ctx, m.gen, m.pending)
-					if err == nil {
-						continue
-					}
-					if !errors.Is(err, errContainerGone) {
-						return err
-					}
-				case ok && latest >= m.gen:
-					// Begun since, or this manager is behind: go on from
-					// the latest, as a new reader would.
-					m.startAt(latest)
-					m.pending = nil
-					continue
-				}
-			}
-			m.gen, m.pending = -1, nil
+			err = m.afterGone(ctx)
 		case readReset:
 			m.startAt(m.gen)
 		case readEmpty:
-			switch {
-			case m.pending != nil || m.gen == 0:
-				t := m.pending
-				if t == nil {
-					t = newTable()
-				}
-				switch err := m.begin(ctx, m.gen, t); {
-				case errors.Is(err, errContainerGone):
-					m.gen, m.pending = -1, nil
-				case err != nil:
-					return err
-				}
-			default:
-				// The first record of this generation is the table the
-				// one before it ends with: read that one to its end.
-				if err := m.seal(ctx, m.gen-1); err != nil {
-					return err
-				}
-				m.startAt(m.gen - 1)
-			}
+			err = m.afterEmpty(ctx)
+		}
+		if err != nil {
+			return err
 		}
 	}
 	return fmt.Errorf("batcher: azure lease log in %s moved under %d reads in a row", RedactURL(m.cfgURL()), maxAttempts)
+}
+
+// afterGone moves the position on when the generation being read is gone.
+// After a sealed generation, the next one is not there: not begun yet, or
+// begun, sealed and deleted while this manager was away. Only when no later
+// one exists is it this manager's to begin; beginning a deleted one anew
+// would fork the log. Otherwise the log is located anew.
+func (m *TableLeaseManager) afterGone(ctx context.Context) error {
+	if m.pending != nil {
+		latest, ok, err := m.locate(ctx)
+		if err != nil {
+			return err
+		}
+		switch {
+		case ok && latest == m.gen-1:
+			err := m.begin(ctx, m.gen, m.pending)
+			if err == nil {
+				return nil
+			}
+			if !errors.Is(err, errContainerGone) {
+				return err
+			}
+		case ok && latest >= m.gen:
+			// Begun since, or this manager is behind: go on from the
+			// latest, as a new reader would.
+			m.startAt(latest)
+			m.pending = nil
+			return nil
+		}
+	}
+	m.gen, m.pending = -1, nil
+	return nil
+}
+
+// afterEmpty moves the position on when the generation being read has no
+// first record yet: it writes that record (the table the sealed generation
+// ended with, or an empty table for the first generation), or else reads
+// the generation before to its end, whose table the first record is.
+func (m *TableLeaseManager) afterEmpty(ctx context.Context) error {
+	if m.pending == nil && m.gen != 0 {
+		if err := m.seal(ctx, m.gen-1); err != nil {
+			return err
+		}
+		m.startAt(m.gen - 1)
+		return nil
+	}
+	t := m.pending
+	if t == nil {
+		t = newTable()
+	}
+	switch err := m.begin(ctx, m.gen, t); {
+	case errors.Is(err, errContainerGone):
+		m.gen, m.pending = -1, nil
+	case err != nil:
+		return err
+	}
+	return nil
 }
