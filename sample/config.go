@@ -53,6 +53,7 @@ type config struct {
 	datastoreURL   string
 	serveDatastore bool
 	compare        bool
+	calibrate      bool // measure the users alone first; the latency goal is relative to it
 	report         string
 	port           int
 
@@ -83,6 +84,7 @@ func defaultConfig() config {
 		latency:        5 * time.Millisecond,
 		headroom:       200,
 		compare:        true,
+		calibrate:      true,
 
 		interactiveRate: 400,
 		writeShare:      0.2,
@@ -130,6 +132,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.datastoreURL, "datastore-url", "", "with --single: write to the datastore served by another sample process (--serve-datastore)")
 	fs.BoolVar(&c.serveDatastore, "serve-datastore", false, "run only the simulated datastore, over HTTP on --port, until interrupted")
 	fs.BoolVar(&c.compare, "compare", c.compare, "also run the same load without the library")
+	fs.BoolVar(&c.calibrate, "calibrate", c.calibrate, "first send the user requests alone for 3 s and set the latency goal to twice their p99 (false: twice the datastore's latency)")
 	fs.StringVar(&c.report, "report", c.report, "path of the HTML report (empty: none)")
 	fs.IntVar(&c.port, "port", 0, "first HTTP port (replica i listens on port+i); 0 picks free ports")
 	fs.StringVar(&c.logFormat, "log-format", c.logFormat, "console or json")

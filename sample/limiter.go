@@ -49,8 +49,10 @@ func (l *limiters) make() (sharedLimiter, error) {
 	c := l.cfg
 	switch c.store {
 	case "memory":
+		// shown in the report: begin
 		return batcher.NewSharedResource(l.mem, c.shared()).WithMaxInterval(c.leaseInterval()).
 			WithFactor(c.factor).WithReservedCapacity(c.reserve()), nil
+		// shown in the report: end
 	case "redis":
 		return redislease.NewSharedResource(l.redis, c.redisPrefix, c.shared()).WithMaxInterval(c.leaseInterval()).
 			WithFactor(c.factor).WithReservedCapacity(c.reserve()), nil

@@ -62,7 +62,8 @@ func TestScenario(t *testing.T) {
 	if direct.Users.Throttled == 0 {
 		t.Error("without the library: no user request throttled; the comparison shows nothing")
 	}
-	for _, want := range []string{"429s in all", "user latency p50 / p99 / max", "Goals with the library"} {
+	for _, want := range []string{"429s in all", "user latency p50 / p99 / max", "Goals with the library",
+		"User requests throttled: 0 with the library", "batcher.NewWatcher("} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("summary lacks %q:\n%s", want, out.String())
 		}
@@ -95,10 +96,16 @@ func checkReport(t *testing.T, path string) {
 	}
 	page := string(b)
 	for _, want := range []string{"<!doctype html>", "<svg", "budget 20,000 RU/s", "With the library", "Without the library",
-		"429s in all", `class="outcome"`, "p99 latency of the user requests"} {
+		"429s in all", `class="outcome"`, "p99 latency of the user requests", "github.com/costwise/batcher",
+		"<h1>User requests throttled: 0 with the library", "batcher.NewSharedResource(", "alone on this machine"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("report lacks %q", want)
 		}
+	}
+	// The reader sees the outcome and the library code before any goal's verdict.
+	h1, code, verdict := strings.Index(page, "<h1>"), strings.Index(page, "<pre><code>"), strings.Index(page, `<td class="m`)
+	if h1 < 0 || code < h1 || verdict < code {
+		t.Errorf("report order: headline at %d, code at %d, first verdict at %d; want them in that order", h1, code, verdict)
 	}
 	if n := strings.Count(page, "<svg"); n != 7 {
 		t.Errorf("report has %d charts, want 7 (the users' latency, then three per run)", n)
