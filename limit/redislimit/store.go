@@ -187,16 +187,16 @@ var replyPool = sync.Pool{New: func() any { return &reply{done: make(chan struct
 // the client waits for a free connection sends nothing either; once the
 // command is written it cannot be recalled: the server applies it when it
 // reads it, whether or not the caller is still there.
-func (s *Store) send(ctx context.Context, sc *redis.Script, keys []string, args string) (string, error) {
+func (s *Store) send(ctx context.Context, sc *redis.Script, keys []string, args ...any) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
 	if ctx.Done() == nil { // a context that never ends: nothing to bound
-		return sc.Run(ctx, s.client, keys, args).Text()
+		return sc.Run(ctx, s.client, keys, args...).Text()
 	}
 	r := replyPool.Get().(*reply)
 	go func() {
-		r.res, r.err = sc.Run(ctx, s.client, keys, args).Text()
+		r.res, r.err = sc.Run(ctx, s.client, keys, args...).Text()
 		r.done <- struct{}{}
 	}()
 	select {
