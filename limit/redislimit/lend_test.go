@@ -204,3 +204,61 @@ func TestLendRefusesWindows(t *testing.T) {
 		t.Fatalf("err = %v, want a *limit.PolicyError", err)
 	}
 }
+
+// TestOneTripSeesLentUnits checks that the one-trip decisions (AllowN,
+// AllowAll, Settle, Reset) count what other holders hold, keep the ledger,
+// and charge a lease that ended.
+func TestOneTripSeesLentUnits(t *testing.T) {
+	ctx := context.Background()
+	for _, p := range lendPolicies {
+		t.Run(p.Name, func(t *testing.T) {
+			clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
+			s := lendStores(t, clock, 1)[0]
+			if _, err := s.LendForTest(ctx, "k", p, "a", false, 0, 0, -1, 6, lease); err != nil {
+				t.Fatal(err)
+			}
+			allow := func(cost int64, all bool) bool {
+				t.Helper()
+				var dec limit.Decision
+				var err error
+				if all {
+					var out []limit.Decision
+					out, err = s.AllowAll(ctx, []limit.Request{{Key: "k", Policy: p, Cost: cost}}, nil)
+					if err == nil {
+						dec = out[0]
+					}
+				} else {
+					dec, err = s.AllowN(ctx, "k", p, cost)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				return dec.Allowed
+			}
+			if allow(5, false) || allow(5, true) {
+				t.Fatal("5 allowed with 6 of 10 lent")
+			}
+			if !allow(2, false) || !allow(2, true) {
+				t.Fatal("2 and 2 refused with 6 of 10 lent")
+			}
+			// The ledger survived the writes: 10 - 6 - 4 = 0 left.
+			if allow(1, false) {
+				t.Fatal("1 allowed with 6 lent and 4 spent")
+			}
+			if err := s.Reset(ctx, "k", p); err != nil {
+				t.Fatal(err)
+			}
+			if allow(5, true) || !allow(4, false) {
+				t.Fatal("after Reset, the 6 lent units must still count")
+			}
+			if _, err := s.Settle(ctx, "k", p, -4); err != nil {
+				t.Fatal(err)
+			}
+			clock.Advance(lease)
+			// a's lease ended: its 6 are charged, the refund gave 4 back.
+			if allow(5, false) || !allow(4, false) {
+				t.Fatal("after a's lease ended: want 4 left")
+			}
+		})
+	}
+}
