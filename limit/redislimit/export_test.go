@@ -26,3 +26,23 @@ func (s *Store) LendForTest(ctx context.Context, key string, p limit.Policy, hol
 	return Lease{Granted: r.granted, Seq: r.seq, Holders: r.holders, Remaining: r.remaining,
 		LeaseFor: r.lease, Retry: r.retry, Now: r.now}, err
 }
+
+// KillForTest stops the store's allowance work without giving anything
+// back, as if its process had died, and returns the units it held unspent.
+func (s *Store) KillForTest() (held int64) {
+	a := s.lent
+	a.mu.Lock()
+	a.closed = true
+	recs := a.recs
+	a.recs = map[string]*allowance{}
+	a.mu.Unlock()
+	close(a.stop)
+	<-a.done
+	for _, r := range recs {
+		r.mu.Lock()
+		r.closed = true
+		held += r.remaining
+		r.mu.Unlock()
+	}
+	return held
+}
