@@ -224,7 +224,11 @@ func (a *allowances) sweep() {
 		var cold []*allowance
 		a.mu.Lock()
 		for rk, r := range a.recs {
-			r.mu.Lock()
+			// A record locked is in use (perhaps waiting for Redis): not
+			// cold, and not to be waited for with a.mu held.
+			if !r.mu.TryLock() {
+				continue
+			}
 			if now.Sub(r.lastUse) >= a.lease {
 				cold = append(cold, r)
 				delete(a.recs, rk)
