@@ -11,13 +11,15 @@ import (
 
 // FaultManager is a lease.Manager that wraps another one and injects the
 // faults tests need: a store that fails every call (SetFailure), a store that
-// loses its data (Swap to an empty one), and a count of the calls made
-// (Calls), to measure storage transactions. It keeps such hooks off the
-// production managers. It is safe for concurrent use.
+// is slow or frozen (SetDelay), a store that loses its data (Swap to an
+// empty one), and a count of the calls made (Calls), to measure storage
+// transactions. It keeps such hooks off the production managers. It is safe
+// for concurrent use.
 type FaultManager struct {
-	mu      sync.Mutex // guards inner and failure
+	mu      sync.Mutex // guards inner, failure and delay
 	inner   lease.Manager
 	failure error
+	delay   func(ctx context.Context)
 	calls   atomic.Uint64
 }
 
@@ -36,6 +38,17 @@ func (f *FaultManager) SetFailure(err error) {
 	f.failure = err
 }
 
+// SetDelay makes every later call first call delay, until SetDelay is
+// called again with nil; the failure set by SetFailure, if any, is read
+// after delay returns. It imitates a slow or frozen store: delay may wait for
+// the call's context, or advance a fake clock by the time the call would take
+// (and clear the failure when the store answers again within that time).
+func (f *FaultManager) SetDelay(delay func(ctx context.Context)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.delay = delay
+}
+
 // Swap makes later calls go to m. Swapping in an empty store imitates a
 // store that lost its data (container deleted, emulator restarted): every
 // partition, lease and demand record is gone.
@@ -52,6 +65,12 @@ func (f *FaultManager) Calls() uint64 { return f.calls.Load() }
 // must fail with.
 func (f *FaultManager) begin(ctx context.Context) (lease.Manager, error) {
 	f.calls.Add(1)
+	f.mu.Lock()
+	delay := f.delay
+	f.mu.Unlock()
+	if delay != nil {
+		delay(ctx)
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

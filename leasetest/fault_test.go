@@ -11,8 +11,8 @@ import (
 	"github.com/costwise/batcher/sharing"
 )
 
-// TestFaultManager checks the injected failure, the swap to an empty store
-// and the call count, over the memory manager.
+// TestFaultManager checks the injected failure and delay, the swap to an
+// empty store and the call count, over the memory manager.
 func TestFaultManager(t *testing.T) {
 	ctx := context.Background()
 	m := leasetest.NewFaultManager(sharing.NewMemoryLeaseManager())
@@ -34,6 +34,18 @@ func TestFaultManager(t *testing.T) {
 	if err := m.Renew(ctx, 0, "a", time.Minute); err != nil {
 		t.Fatalf("Renew after clearing the failure: %v", err)
 	}
+	// A frozen store: the delay runs first, and the failure it clears is
+	// not reported.
+	delayed := 0
+	m.SetFailure(context.DeadlineExceeded)
+	m.SetDelay(func(context.Context) {
+		delayed++
+		m.SetFailure(nil)
+	})
+	if err := m.Renew(ctx, 0, "a", time.Minute); err != nil || delayed != 1 {
+		t.Fatalf("Renew with a delay that clears the failure: %v after %d delays, want nil after 1", err, delayed)
+	}
+	m.SetDelay(nil)
 	m.Swap(sharing.NewMemoryLeaseManager())
 	snap, err := m.Snapshot(ctx, 2)
 	if err != nil {
@@ -48,7 +60,7 @@ func TestFaultManager(t *testing.T) {
 	if err := m.Renew(ctx, 0, "a", time.Minute); !errors.As(err, &missing) {
 		t.Fatalf("Renew after Swap: %v, want PartitionMissingError", err)
 	}
-	if got := m.Calls(); got != 7 {
-		t.Fatalf("Calls() = %d, want 7", got)
+	if got := m.Calls(); got != 8 {
+		t.Fatalf("Calls() = %d, want 8", got)
 	}
 }
