@@ -75,7 +75,8 @@
 // while things move at the instance), so that a store that answers slowly
 // because it is overloaded gets fewer listings until it recovers, while an
 // instance that took too much in a burst of starts still sees the others'
-// demands within a second or so. A rise of W wakes the loop
+// demands within a second or so. A listing that failed is paced by the
+// back-off alone: its duration is the call's timeout, not the store's pace. A rise of W wakes the loop
 // at once (listings at most every maxInterval/4), so one instance ramps
 // from nothing to every partition in a single pass: one demand, one
 // snapshot and P acquires, 8 at a time. An idle instance (W = 0, nothing
@@ -97,17 +98,24 @@
 // differ by less than the margin over one lease. Capacity compares against
 // the clock when it is called, so a lease is never counted after its
 // deadline even when the loop is stalled. A lease whose renewal fails with a
-// conflict is dropped at once; one whose renewal fails with an error stops
-// counting at its deadline and is retried with back-off. Leases are
+// conflict after its deadline is dropped at once; one refused while still
+// valid was lost by the store (no other instance can have been granted it),
+// and is handled as a data loss, below; one whose renewal fails with an
+// error stops counting at its deadline and is retried with back-off. Leases are
 // removed from the view before they are released. The guarantee assumes the
 // store keeps its leases: a store that loses its data loses them too, and
-// an instance learns of it at its next listing or renewal. Then it keeps
-// counting the leases that are still valid, publishes a hold (HoldOwner)
-// before it provisions the store again, and re-takes exactly those
-// partitions; while the hold is live no instance acquires any other
+// an instance learns of it at its next listing or renewal (a partition it
+// counts shown free or missing, a renewal refused or answered "missing").
+// Then it keeps counting the leases that are still valid, publishes a hold
+// (HoldOwner) before it provisions the store again, and re-takes exactly
+// those partitions; while the hold is live no instance acquires any other
 // partition, so a partition that an instance which has not yet noticed the
 // loss still counts cannot be given to another. The hold lasts one lease
-// duration, the longest any lease granted before the loss can count.
+// duration, the longest any lease granted before the loss can count. Nothing
+// tells how long before it came back empty the store lost its data, so a
+// partition whose lease stopped counting before the loss was noticed (an
+// outage longer than what was left of the lease, then an empty store) is
+// taken again only when the hold ends.
 //
 // Faults: a storage error raises an error event and backs the loop off
 // exponentially from maxInterval (with jitter, at most 2 x maxInterval and
@@ -115,7 +123,14 @@
 // renewals still get tries); capacity falls to the reserved capacity plus
 // the leases still valid. A store that lost its partitions (a
 // lease.PartitionMissingError, or missing partitions in a snapshot) is
-// provisioned again without a restart.
+// provisioned again without a restart. When the store answers again after
+// an outage, each instance notices within one back-off (at most 2 x
+// maxInterval), renews what it still holds and lists at once. An outage
+// longer than a third of a lease lets demand records lapse, every
+// instance's at once; for 2 x maxInterval after its first listing that
+// follows such an outage an instance still counts the demands it read before
+// it, so that the first instance back does not take every partition and
+// hand most of them back a moment later.
 //
 // Stop releases every lease (it stops counting them first), withdraws the
 // demand and waits for the loop, so other instances can take the partitions
