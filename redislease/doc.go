@@ -68,7 +68,20 @@
 // loss has stopped counting. Measured with three instances sharing 20,000 in
 // 20 partitions: no over-use, and 90 % of the capacity leased again within
 // 2 s of the server answering (TestWipeNoOverUse). WithRestartHold is no
-// longer needed for that case.
+// longer needed for that case. A lease that stopped counting before the
+// server came back empty (an outage longer than what was left of it) is
+// not re-taken: nothing tells when the data was lost, so its partition waits
+// for the hold, one lease duration.
+//
+// An outage that keeps the data (a server stopped and started again with
+// appendonly, one frozen with SIGSTOP, a network cut) costs no more than
+// itself: when the server answers again each instance notices within its
+// back-off (at most 2 x maxInterval), renews what it still holds and takes
+// again what lapsed meanwhile. Measured with four instances sharing 20,000
+// in 20 partitions, the go-redis client's defaults and 15-s leases, after
+// outages of 1 to 30 s: no over-use, and at least 90 % of the capacity
+// counted and leased within 2 s of the server answering, and kept
+// (TestOutageRecovery).
 //
 // A lost write the instances do not notice as a loss is another matter:
 // a failover to a replica that lacks some leases, while the partitions
