@@ -11,8 +11,8 @@ import (
 	"github.com/costwise/batcher/sharing"
 )
 
-// TestFaultManager checks the injected failure and delay, the swap to an
-// empty store and the call count, over the memory manager.
+// TestFaultManager checks the injected failure, delay and lost answer, the
+// swap to an empty store and the call count, over the memory manager.
 func TestFaultManager(t *testing.T) {
 	ctx := context.Background()
 	m := leasetest.NewFaultManager(sharing.NewMemoryLeaseManager())
@@ -46,6 +46,21 @@ func TestFaultManager(t *testing.T) {
 		t.Fatalf("Renew with a delay that clears the failure: %v after %d delays, want nil after 1", err, delayed)
 	}
 	m.SetDelay(nil)
+	// A lost answer: the acquire is carried out, its caller told it failed.
+	m.SetLostAnswers(func(op string) error {
+		if op == "Acquire" {
+			return context.DeadlineExceeded
+		}
+		return nil
+	})
+	if err := m.Acquire(ctx, 1, "a", time.Minute); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Acquire with its answer lost: %v, want %v", err, context.DeadlineExceeded)
+	}
+	m.SetLostAnswers(nil)
+	var conflict lease.ConflictError
+	if err := m.Acquire(ctx, 1, "b", time.Minute); !errors.As(err, &conflict) {
+		t.Fatalf("Acquire by b of the partition a's lost acquire took: %v, want ConflictError", err)
+	}
 	m.Swap(sharing.NewMemoryLeaseManager())
 	snap, err := m.Snapshot(ctx, 2)
 	if err != nil {
@@ -60,7 +75,7 @@ func TestFaultManager(t *testing.T) {
 	if err := m.Renew(ctx, 0, "a", time.Minute); !errors.As(err, &missing) {
 		t.Fatalf("Renew after Swap: %v, want PartitionMissingError", err)
 	}
-	if got := m.Calls(); got != 8 {
-		t.Fatalf("Calls() = %d, want 8", got)
+	if got := m.Calls(); got != 10 {
+		t.Fatalf("Calls() = %d, want 10", got)
 	}
 }

@@ -260,10 +260,14 @@ func (l *loop) acquire(ctx context.Context, partitions []int) {
 			l.table[res.partition] = newHeldLease(res.sent, l.r.leaseDuration)
 			delete(l.uncertain, res.partition)
 		case isConflict(res.err):
+			// Another owner holds it: an earlier acquire whose outcome was
+			// unknown did not win it, or no longer holds it.
+			delete(l.uncertain, res.partition)
 			l.r.emitLoop(FailedEvent, res.partition, "", nil)
 		default:
 			// The store may have granted the lease before the call failed;
-			// Stop releases such partitions in case.
+			// the next listing acquires it again if it shows it leased
+			// (see unsure), and Stop releases such partitions in case.
 			l.uncertain[res.partition] = true
 			l.fail(ctx, fmt.Sprintf("acquire partition %d", res.partition), res.err)
 		}
@@ -330,6 +334,9 @@ func (l *loop) rebalance(ctx context.Context, wanted, count int, now time.Time) 
 	order := acquireOrder(l.r.owner, free, l.homeLo, l.homeHi)
 	if handover {
 		order = placesFirst(order, free, l.gainLo, l.gainHi)
+	}
+	if !hold && !l.wiped {
+		order = append(l.unsure(snap.Partitions), order...)
 	}
 	l.acquire(ctx, order[:min(max(target-len(l.table), 0), len(order))])
 	// Keep the quick pace while anything moves: this instance is short of
@@ -487,6 +494,25 @@ func (l *loop) retake(ctx context.Context) {
 			l.r.emitLoop(AllocatedEvent, res.partition, "", nil)
 		}
 	}
+}
+
+// unsure returns the partitions whose acquire had an unknown outcome that
+// states shows leased, in ascending order. The store may have granted such
+// an acquire after the call gave up on it (a go-redis call to a frozen
+// server times out, and the server runs it when it resumes): then this
+// instance holds the lease without counting it, and nobody can take the
+// partition until the lease runs out, a lease duration later. Acquiring it
+// again settles the outcome at once: every store grants an acquire to the
+// owner that holds the lease already (extending it) and refuses it to
+// anyone else.
+func (l *loop) unsure(states []lease.PartitionState) []int {
+	var out []int
+	for p, state := range states {
+		if state == lease.PartitionLeased && l.uncertain[p] && !hasPartition(l.table, p) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // hasPartition reports whether the table holds p.

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/costwise/batcher/lease"
 )
 
 // outage makes every call to the store fail from now until d has passed,
@@ -135,4 +137,46 @@ func TestSharedRecoversAfterOutageAndWipe(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestSharedAcquireAnsweredLate loses the answers to an instance's
+// acquires, which the store carried out (a call that timed out on a frozen
+// server, run when it resumed): the instance holds the leases without
+// counting them, and nobody else can take them. Within 2 s of the store
+// answering again it counts them, instead of a lease duration later when
+// they run out, and the safety check after every pass finds no partition
+// counted by an instance the store does not show holding it.
+func TestSharedAcquireAnsweredLate(t *testing.T) {
+	s := newSim(t, simConfig{instances: 1, shared: 5})
+	timedOut := context.DeadlineExceeded
+	s.mgr.SetLostAnswers(func(op string) error {
+		if op == "Acquire" {
+			return timedOut
+		}
+		return nil
+	})
+	s.giveMe(0, 5)
+	s.runFor(0, nil)
+	if got := s.held(0); got != 0 {
+		t.Fatalf("the instance counts %d partitions whose acquires it had no answer to, want 0", got)
+	}
+	snap, err := s.mem.Snapshot(s.ctx, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, st := range snap.Partitions {
+		if st != lease.PartitionLeased {
+			t.Fatalf("partition %d is %v at the store, want leased: the lost acquires were carried out", p, st)
+		}
+	}
+	s.mgr.SetLostAnswers(nil)
+	back := s.clock.Now()
+	for s.held(0) < 5 {
+		if s.clock.Now().Sub(back) > 2*time.Second {
+			t.Fatalf("%v after the store answered again the instance counts %d of the 5 partitions it holds, want 5 within 2 s",
+				s.clock.Now().Sub(back), s.held(0))
+		}
+		s.runFor(10*time.Millisecond, nil)
+	}
+	t.Logf("the leases granted without an answer counted %v after the store answered again", s.clock.Now().Sub(back))
 }
