@@ -36,8 +36,8 @@ type view struct {
 }
 
 // slot is one key's state in 32 bytes, and a second word, bc, in the
-// table's parallel array. The sliding window's two counts share bc (limits
-// of the sliding window fit in 31 bits; see params). The token bucket and
+// table's parallel array. The sliding window's two counts share bc, 32
+// bits each (a count is at most twice the largest limit, 2^31; see params). The token bucket and
 // GCRA keep their state packed in a alone when it fits (see packed.go), so
 // that a decision on them reads one slot of 32 bytes. The arrays of large
 // tables (1,024 slots and more, where keys are many and cache misses
@@ -185,7 +185,9 @@ func (t *slots) remove(i int) {
 func (t *slots) state(i int, alg alg) state {
 	a, bc := atomic.LoadInt64(&t.s[i].a), t.bc[i]
 	if alg == algSliding {
-		return state{a: a, b: bc >> 32, c: bc & (1<<32 - 1)}
+		// Each count is at most twice the largest limit, 2^31: the
+		// current one may set bc's sign bit, so it is shifted unsigned.
+		return state{a: a, b: int64(uint64(bc) >> 32), c: bc & (1<<32 - 1)}
 	}
 	return state{a: a, b: bc}
 }

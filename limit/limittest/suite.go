@@ -21,8 +21,10 @@ type Factory func(t *testing.T, clock limit.Clock, n int) []limit.Store
 
 // Run runs the conformance suite against the stores of f.
 func Run(t *testing.T, f Factory) {
-	t.Run("Steps", func(t *testing.T) { testSteps(t, f, false) })
-	t.Run("StepsAllowAll", func(t *testing.T) { testSteps(t, f, true) })
+	t.Run("Steps", func(t *testing.T) { testSteps(t, f, Tables(), false) })
+	t.Run("StepsAllowAll", func(t *testing.T) { testSteps(t, f, Tables(), true) })
+	t.Run("Bounds", func(t *testing.T) { testSteps(t, f, BoundTables(), false) })
+	t.Run("BoundsAllowAll", func(t *testing.T) { testSteps(t, f, BoundTables(), true) })
 	t.Run("RetryNeverEarly", func(t *testing.T) { testRetryNeverEarly(t, f) })
 	t.Run("FreshKeyBurst", func(t *testing.T) { testFreshKeyBurst(t, f) })
 	t.Run("AllowAll", func(t *testing.T) { testAllowAll(t, f) })
@@ -50,9 +52,9 @@ func check(t *testing.T, where string, p limit.Policy, got, want limit.Decision)
 
 // testSteps runs the step tables, deciding with AllowN or, with all, with
 // AllowAll on a single request (stores may take other paths for it).
-func testSteps(t *testing.T, f Factory, all bool) {
+func testSteps(t *testing.T, f Factory, tables []Table, all bool) {
 	ctx := context.Background()
-	for _, tab := range Tables() {
+	for _, tab := range tables {
 		t.Run(tab.Name, func(t *testing.T) {
 			store, clock := one(t, f)
 			p := tab.Policy.Named("steps")
