@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -98,6 +99,25 @@ func (s *Server) Kill() {
 	_ = s.cmd.Process.Kill()
 	_ = s.cmd.Wait()
 	s.cmd = nil
+}
+
+// Freeze stops the server's process with SIGSTOP, as a hung server: its
+// connections stay open and the kernel still accepts new ones, but nothing
+// is read or answered until Thaw. A frozen server is still killed at
+// cleanup.
+func (s *Server) Freeze(t testing.TB) { s.signal(t, syscall.SIGSTOP) }
+
+// Thaw resumes a frozen server with SIGCONT.
+func (s *Server) Thaw(t testing.TB) { s.signal(t, syscall.SIGCONT) }
+
+func (s *Server) signal(t testing.TB, sig syscall.Signal) {
+	t.Helper()
+	if s.cmd == nil || s.cmd.Process == nil {
+		t.Fatalf("redis-server on port %d is not running", s.Port)
+	}
+	if err := syscall.Kill(s.cmd.Process.Pid, sig); err != nil {
+		t.Fatalf("signal %v to redis-server on port %d: %v", sig, s.Port, err)
+	}
 }
 
 // StartServer starts an empty, non-persistent redis-server on a free port

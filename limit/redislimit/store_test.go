@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/costwise/batcher/internal/redistest"
 	"github.com/costwise/batcher/limit"
 	"github.com/costwise/batcher/limit/limittest"
 	"github.com/costwise/batcher/limit/redislimit"
@@ -20,7 +21,7 @@ func singleFactory(t *testing.T, clock limit.Clock, n int) []limit.Store {
 	stores := make([]limit.Store, n)
 	var prefix string
 	for i := range stores {
-		c := connect(t, redisAddr())
+		c := connect(t)
 		if i == 0 {
 			prefix = testPrefix(t, c)
 		}
@@ -38,7 +39,7 @@ func TestConformanceSingleServer(t *testing.T) {
 }
 
 func TestConformanceCluster(t *testing.T) {
-	addrs := startCluster(t)
+	addrs := redistest.StartCluster(t, 3)
 	limittest.Run(t, func(t *testing.T, clock limit.Clock, n int) []limit.Store {
 		stores := make([]limit.Store, n)
 		var prefix string
