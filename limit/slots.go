@@ -25,6 +25,7 @@ type slots struct {
 	n     int     // keys held
 	tombs int     // tombstones
 	base  int64   // µs: the time packed slots count from (see packed.go)
+	gen   uint32  // resizes so far: an index is valid while gen stays
 	v     atomic.Pointer[view]
 }
 
@@ -46,7 +47,7 @@ type view struct {
 // line; smaller arrays follow the allocator's 8-byte header.
 type slot struct {
 	tag  uint32 // bits of the key's hash, odd; 0 marks an empty slot, tomb a removed one
-	used uint32 // seconds since the store started, for EvictLRU
+	used uint32 // seconds since the store started: EvictLRU's tie-break
 	key  string
 	a    int64
 }
@@ -143,6 +144,7 @@ func (t *slots) shrink() bool {
 func (t *slots) resize(size int) {
 	old, oldbc := t.s, t.bc
 	t.s, t.bc, t.tombs = nil, nil, 0
+	t.gen++
 	if size > 0 {
 		t.s, t.bc = make([]slot, size), make([]int64, size)
 	}
