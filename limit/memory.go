@@ -76,6 +76,12 @@ type MemoryStats struct {
 // they never wait for anything but a shard's lock (a decision without the
 // lock retries its swap only when another change landed first).
 //
+// A key held takes 53 to 84 B of heap under the token bucket, GCRA and the
+// fixed and sliding windows, as the shards' tables go from 7/8 full to just
+// doubled, and 163 to 184 B under the rolling window with one entry in its
+// log (BenchmarkMemoryHeapPerKey, 10,000 to 2,097,152 keys); the key's own
+// bytes come on top unless the caller's string is kept anyway.
+//
 // Memory is safe for concurrent use.
 type Memory struct {
 	clock    Clock
