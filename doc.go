@@ -35,15 +35,18 @@
 // any operation cost, at zero capacity nothing of positive cost is released,
 // and Flush cannot raise the rate. Between flushes a batch of several
 // operations is released only when the credit pays for all of it, so that
-// batches are not cut up; at a flush a batch may be split to use the credit,
-// with a tolerance of a few milliseconds' worth of capacity below zero so
-// that timer jitter at a tick cannot push a release a whole interval later.
+// batches are not cut up, or, when it costs more than the cap, once the
+// credit is at the cap, in the part the credit pays for; at a flush a batch
+// may be split to use the credit, with a tolerance of a few milliseconds'
+// worth of capacity below zero so that timer jitter at a tick cannot push a
+// release a whole interval later.
 // While operations wait for credit, a wake-up of the loop that timer slack
 // made a few milliseconds late does not forfeit the capacity that accrued
 // meanwhile; a longer absence (a listener that blocks the loop, a stopped
 // process) is a stall, and the capacity it missed is not made up: after any
-// stall no one-second window sees more than the capacity, one flush
-// interval's worth and one operation.
+// stall no window of up to a second sees more than the capacity over the
+// window, one flush interval's worth, the flush tolerance and the 2-ms
+// catch-up (together at most 7 ms' worth) and one operation.
 //
 // With 10,000 cost per second and the default 100 ms flush interval, each
 // flush interval releases about 1,000 cost; batches that fill up in between

@@ -1,0 +1,430 @@
+package service
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Config is limiterd's configuration: the reference service's file format,
+// with a few additions (marked below). Every field has a default, so the
+// zero file is a valid configuration.
+type Config struct {
+	// Store is "in_memory" (default) or "redis".
+	Store string `yaml:"store"`
+	// UseAlgo is the algorithm of POST /limit and ratelimiter.v1:
+	// token_bucket (default), gcra, fixed_window, rolling_window,
+	// sliding_window.
+	UseAlgo      string       `yaml:"use_algo"`
+	AlgoSettings AlgoSettings `yaml:"algo_settings"`
+	Backends     Backends     `yaml:"backends"`
+	Metrics      Metrics      `yaml:"metrics"`
+
+	// Addition: what to do when the store fails: fail_open (default),
+	// fail_closed (503, Unavailable) or local_fallback (an in-memory limit
+	// at the configured limit divided by replicas).
+	OnStoreFailure string `yaml:"on_store_failure"`
+	// Addition: the number of replicas sharing the store, for local_fallback.
+	Replicas int `yaml:"replicas"`
+	// Addition: the rate limit headers of POST /limit: draft (default),
+	// trio, x or none.
+	Headers string `yaml:"headers"`
+	// Addition: the Envoy rate limit service's settings.
+	Envoy Envoy `yaml:"envoy"`
+
+	// Command holds the settings of the command line, which a file does
+	// not set.
+	Command `yaml:"-"`
+
+	file string // the file it came from, "" for defaults
+}
+
+// AlgoSettings are the algorithm's parameters; which are needed depends on
+// use_algo.
+type AlgoSettings struct {
+	// Capacity is the bucket size (token_bucket) or burst (gcra), in tokens.
+	Capacity *float64 `yaml:"capacity"`
+	// Rate is tokens per second (token_bucket, gcra).
+	Rate *float64 `yaml:"rate"`
+	// WindowSize is the window in seconds (the window algorithms).
+	WindowSize *int64 `yaml:"window_size"`
+	// MaxRequests is the cost admitted per window (the window algorithms).
+	MaxRequests *int64 `yaml:"max_requests"`
+}
+
+// Backends configure the two stores.
+type Backends struct {
+	InMemory InMemory `yaml:"in_memory"`
+	Redis    Redis    `yaml:"redis"`
+}
+
+// InMemory configures the in-memory store.
+type InMemory struct {
+	// DefaultTTL (seconds) is accepted for the reference's files; keys are
+	// dropped when back at rest, which needs no TTL.
+	DefaultTTL int64 `yaml:"default_ttl"`
+	// EvictionTime is how often, in seconds, idle keys are cleaned up.
+	EvictionTime int64 `yaml:"eviction_time"`
+	// ShardsCount is the number of shards, a power of two.
+	ShardsCount int64 `yaml:"shards_count"`
+	// Addition: the most keys held; default 1,048,576.
+	MaxKeys int64 `yaml:"max_keys"`
+}
+
+// Redis configures the Redis store.
+type Redis struct {
+	// Addr is the server of a single Redis.
+	Addr string `yaml:"addr"`
+	// Password may instead come from the environment: see PasswordEnv.
+	Password string `yaml:"password"`
+	// DB is the database number (single server only).
+	DB int64 `yaml:"db"`
+	// DefaultTTL (seconds) is accepted for the reference's files; every key
+	// expires when back at rest.
+	DefaultTTL int64 `yaml:"default_ttl"`
+	// Addition: the nodes of a Redis Cluster; when set, Addr is ignored.
+	ClusterAddrs []string `yaml:"cluster_addrs"`
+	// Addition: the environment variable holding the password (default
+	// LIMITERD_REDIS_PASSWORD), which wins over Password when set.
+	PasswordEnv string `yaml:"password_env"`
+}
+
+// Metrics configures Prometheus.
+type Metrics struct {
+	UsePrometheus *bool `yaml:"use_prometheus"`
+	Port          int64 `yaml:"port"`
+}
+
+// Envoy configures the Envoy rate limit service.
+type Envoy struct {
+	// RulesDir is the directory of rule files; --rules overrides it.
+	RulesDir string `yaml:"rules_dir"`
+	// StopIncrementWhenOverLimit is envoyproxy/ratelimit's
+	// STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT.
+	StopIncrementWhenOverLimit bool `yaml:"stop_increment_when_over_limit"`
+	// ShadowMode answers OK overall (its SHADOW_MODE).
+	ShadowMode bool `yaml:"shadow_mode"`
+	// KeyPrefix starts every counter key (its CACHE_KEY_PREFIX).
+	KeyPrefix string `yaml:"key_prefix"`
+}
+
+// ConfigError is a configuration that limiterd refuses; its message is one
+// line naming the file and the field.
+type ConfigError struct {
+	File, Field, Reason string
+}
+
+func (e *ConfigError) Error() string {
+	file := e.File
+	if file == "" {
+		file = "(defaults)"
+	}
+	if e.Field == "" {
+		return fmt.Sprintf("limiterd: config %s: %s", file, e.Reason)
+	}
+	return fmt.Sprintf("limiterd: config %s: %s: %s", file, e.Field, e.Reason)
+}
+
+// DefaultConfig is the configuration without a file or flags: in memory,
+// a token bucket of 10 tokens refilled at 1 per second, listening on
+// :8080 (REST), :8081 (gRPC) and :9091 (/metrics).
+func DefaultConfig() Config { return defaultConfig() }
+
+func defaultConfig() Config {
+	capacity, rate := 10.0, 1.0
+	window, maxReq := int64(60), int64(100)
+	return Config{
+		Store:   "in_memory",
+		UseAlgo: "token_bucket",
+		AlgoSettings: AlgoSettings{
+			Capacity: &capacity, Rate: &rate, WindowSize: &window, MaxRequests: &maxReq,
+		},
+		Backends: Backends{
+			InMemory: InMemory{DefaultTTL: 30, EvictionTime: 120, ShardsCount: 256, MaxKeys: 1 << 20},
+			Redis:    Redis{Addr: "127.0.0.1:6379", DefaultTTL: 1000, PasswordEnv: "LIMITERD_REDIS_PASSWORD"},
+		},
+		Metrics:        Metrics{Port: 9091},
+		OnStoreFailure: "fail_open",
+		Replicas:       1,
+		Headers:        "draft",
+		Command:        defaultCommand(),
+	}
+}
+
+// LoadConfig reads and validates file; "" gives the defaults.
+func LoadConfig(file string) (Config, error) {
+	cfg := defaultConfig()
+	if file == "" {
+		return cfg, cfg.Validate()
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return cfg, &ConfigError{File: file, Reason: err.Error()}
+	}
+	return ParseConfig(file, b)
+}
+
+// ParseConfig decodes a configuration file's content over the defaults and
+// validates it.
+func ParseConfig(file string, b []byte) (Config, error) {
+	cfg := defaultConfig()
+	cfg.file = file
+	var doc yaml.Node
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		return cfg, &ConfigError{File: file, Reason: "bad YAML: " + oneLine(err.Error())}
+	}
+	if len(doc.Content) == 0 {
+		return cfg, cfg.Validate()
+	}
+	root := doc.Content[0]
+	if err := checkNode(file, "", root, configSchema); err != nil {
+		return cfg, err
+	}
+	// The algorithm's parameters replace the defaults as a whole, so that a
+	// file's algo_settings says everything its algorithm uses.
+	if hasKey(root, "algo_settings") {
+		cfg.AlgoSettings = AlgoSettings{}
+	}
+	if err := root.Decode(&cfg); err != nil {
+		return cfg, &ConfigError{File: file, Reason: oneLine(err.Error())}
+	}
+	cfg.file = file
+	return cfg, cfg.Validate()
+}
+
+func hasKey(m *yaml.Node, key string) bool {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return true
+		}
+	}
+	return false
+}
+
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// The kinds of values the schema allows.
+const (
+	kindString = "a string"
+	kindNumber = "a number"
+	kindInt    = "an integer"
+	kindBool   = "true or false"
+	kindList   = "a list of strings"
+)
+
+// configSchema is every key a file may have, with its kind or, for
+// sections, its own schema.
+var configSchema = map[string]any{
+	"store": kindString, "use_algo": kindString, "on_store_failure": kindString,
+	"replicas": kindInt, "headers": kindString,
+	"algo_settings": map[string]any{
+		"capacity": kindNumber, "rate": kindNumber, "window_size": kindInt, "max_requests": kindInt,
+	},
+	"backends": map[string]any{
+		"in_memory": map[string]any{
+			"default_ttl": kindInt, "eviction_time": kindInt, "shards_count": kindInt, "max_keys": kindInt,
+		},
+		"redis": map[string]any{
+			"addr": kindString, "password": kindString, "db": kindInt, "default_ttl": kindInt,
+			"cluster_addrs": kindList, "password_env": kindString,
+		},
+	},
+	"metrics": map[string]any{"use_prometheus": kindBool, "port": kindInt},
+	"envoy": map[string]any{
+		"rules_dir": kindString, "stop_increment_when_over_limit": kindBool,
+		"shadow_mode": kindBool, "key_prefix": kindString,
+	},
+}
+
+// checkNode checks that n is a mapping whose keys and value kinds the
+// schema allows.
+func checkNode(file, path string, n *yaml.Node, schema map[string]any) error {
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+		return nil
+	}
+	if n.Kind != yaml.MappingNode {
+		field := path
+		if field == "" {
+			field = "(top level)"
+		}
+		return &ConfigError{File: file, Field: field, Reason: "must be a mapping of keys"}
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		field := k.Value
+		if path != "" {
+			field = path + "." + k.Value
+		}
+		want, ok := schema[k.Value]
+		if !ok {
+			return &ConfigError{File: file, Field: field, Reason: "unknown key (known: " + knownKeys(schema) + ")"}
+		}
+		if sub, ok := want.(map[string]any); ok {
+			if err := checkNode(file, field, v, sub); err != nil {
+				return err
+			}
+			continue
+		}
+		if !kindMatches(v, want.(string)) {
+			return &ConfigError{File: file, Field: field, Reason: fmt.Sprintf("must be %s, not %q", want, v.Value)}
+		}
+	}
+	return nil
+}
+
+func knownKeys(schema map[string]any) string {
+	keys := make([]string, 0, len(schema))
+	for k := range schema {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return strings.Join(keys, ", ")
+}
+
+func kindMatches(v *yaml.Node, kind string) bool {
+	if kind == kindList {
+		if v.Kind != yaml.SequenceNode {
+			return false
+		}
+		for _, e := range v.Content {
+			if e.Kind != yaml.ScalarNode {
+				return false
+			}
+		}
+		return true
+	}
+	if v.Kind != yaml.ScalarNode {
+		return false
+	}
+	switch kind {
+	case kindNumber:
+		f, err := strconv.ParseFloat(v.Value, 64)
+		return (v.Tag == "!!int" || v.Tag == "!!float") && err == nil && !math.IsNaN(f) && !math.IsInf(f, 0)
+	case kindInt:
+		return v.Tag == "!!int"
+	case kindBool:
+		return v.Tag == "!!bool"
+	}
+	return v.Tag == "!!str" || v.Tag == "!!int" || v.Tag == "!!float" // a string may look like a number
+}
+
+// errField builds a validation error of c's file.
+func (c *Config) errField(field, format string, args ...any) error {
+	return &ConfigError{File: c.file, Field: field, Reason: fmt.Sprintf(format, args...)}
+}
+
+// Validate checks the values: the algorithm and the parameters it needs
+// (present and positive), the store and its backend's settings.
+func (c *Config) Validate() error {
+	return firstError(c.validateAlgo, c.validateStore, c.validateOthers)
+}
+
+func firstError(fns ...func() error) error {
+	for _, f := range fns {
+		if err := f(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Config) validateAlgo() error {
+	a := &c.AlgoSettings
+	positiveFloat := func(field string, p *float64) error {
+		switch {
+		case p == nil:
+			return c.errField("algo_settings."+field, "missing: %s needs it", c.UseAlgo)
+		case !(*p > 0) || math.IsInf(*p, 0):
+			return c.errField("algo_settings."+field, "must be positive, not %v", *p)
+		}
+		return nil
+	}
+	positiveInt := func(field string, p *int64) error {
+		switch {
+		case p == nil:
+			return c.errField("algo_settings."+field, "missing: %s needs it", c.UseAlgo)
+		case *p <= 0:
+			return c.errField("algo_settings."+field, "must be positive, not %d", *p)
+		}
+		return nil
+	}
+	switch c.UseAlgo {
+	case "token_bucket", "gcra":
+		return firstError(
+			func() error { return positiveFloat("capacity", a.Capacity) },
+			func() error { return positiveFloat("rate", a.Rate) },
+		)
+	case "fixed_window", "rolling_window", "sliding_window":
+		return firstError(
+			func() error { return positiveInt("window_size", a.WindowSize) },
+			func() error { return positiveInt("max_requests", a.MaxRequests) },
+		)
+	}
+	return c.errField("use_algo", "unknown algorithm %q (want token_bucket, gcra, fixed_window, rolling_window or sliding_window)", c.UseAlgo)
+}
+
+func (c *Config) validateStore() error {
+	m, r := &c.Backends.InMemory, &c.Backends.Redis
+	switch c.Store {
+	case "in_memory":
+		switch {
+		case m.ShardsCount <= 0 || m.ShardsCount&(m.ShardsCount-1) != 0 || m.ShardsCount > 1<<16:
+			return c.errField("backends.in_memory.shards_count", "must be a power of two up to 65536, not %d", m.ShardsCount)
+		case m.DefaultTTL <= 0:
+			return c.errField("backends.in_memory.default_ttl", "must be positive, not %d", m.DefaultTTL)
+		case m.EvictionTime <= 0:
+			return c.errField("backends.in_memory.eviction_time", "must be positive, not %d", m.EvictionTime)
+		case m.MaxKeys <= 0:
+			return c.errField("backends.in_memory.max_keys", "must be positive, not %d", m.MaxKeys)
+		}
+	case "redis":
+		switch {
+		case r.Addr == "" && len(r.ClusterAddrs) == 0:
+			return c.errField("backends.redis.addr", "missing: the redis store needs an address")
+		case r.DB < 0 || r.DB > 1<<20:
+			return c.errField("backends.redis.db", "must be 0 or more, not %d", r.DB)
+		case r.DB != 0 && len(r.ClusterAddrs) > 0:
+			return c.errField("backends.redis.db", "must be 0 with cluster_addrs: a cluster has one database")
+		case r.DefaultTTL <= 0:
+			return c.errField("backends.redis.default_ttl", "must be positive, not %d", r.DefaultTTL)
+		}
+	default:
+		return c.errField("store", "unknown store %q (want in_memory or redis)", c.Store)
+	}
+	return nil
+}
+
+func (c *Config) validateOthers() error {
+	switch {
+	case c.Metrics.Port < 0 || c.Metrics.Port > 65535:
+		return c.errField("metrics.port", "must be a TCP port, not %d", c.Metrics.Port)
+	case c.OnStoreFailure != "fail_open" && c.OnStoreFailure != "fail_closed" && c.OnStoreFailure != "local_fallback":
+		return c.errField("on_store_failure", "unknown policy %q (want fail_open, fail_closed or local_fallback)", c.OnStoreFailure)
+	case c.Replicas <= 0:
+		return c.errField("replicas", "must be positive, not %d", c.Replicas)
+	}
+	switch strings.ToLower(c.Headers) {
+	case "draft", "trio", "x", "none":
+	default:
+		return c.errField("headers", "unknown format %q (want draft, trio, x or none)", c.Headers)
+	}
+	return nil
+}
+
+// RedisPassword is the password from the environment variable PasswordEnv
+// names when it is set, else the file's.
+func (c *Config) RedisPassword() string {
+	if c.Backends.Redis.PasswordEnv != "" {
+		if p, ok := os.LookupEnv(c.Backends.Redis.PasswordEnv); ok {
+			return p
+		}
+	}
+	return c.Backends.Redis.Password
+}

@@ -1,0 +1,86 @@
+package service
+
+import (
+	"context"
+	"crypto/sha256"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/costwise/batcher/envoyrl"
+)
+
+// ruleWatcher reloads the Envoy rule directory when its files change,
+// keeping the last good rules when a reload fails.
+type ruleWatcher struct {
+	dir     string
+	svc     *envoyrl.Service
+	log     *slog.Logger
+	metrics *metrics
+	last    [32]byte // digest of the files last loaded or refused
+}
+
+// load reads and parses the directory; on success the service uses the new
+// rules. It reports whether anything changed since the last load.
+func (w *ruleWatcher) load() (changed bool, err error) {
+	files, err := envoyrl.ReadDir(w.dir)
+	if err != nil {
+		return true, err
+	}
+	sum := digest(files)
+	if sum == w.last {
+		return false, nil
+	}
+	w.last = sum
+	rules, err := envoyrl.Parse(files)
+	if err != nil {
+		w.metrics.reloads.WithLabelValues("failure").Inc()
+		return true, err
+	}
+	w.svc.SetRules(rules)
+	w.metrics.reloads.WithLabelValues("success").Inc()
+	w.metrics.ruleFiles.Set(float64(len(files)))
+	return true, nil
+}
+
+func digest(files []envoyrl.File) [32]byte {
+	h := sha256.New()
+	for _, f := range files {
+		h.Write([]byte(filepath.Base(f.Name)))
+		h.Write([]byte{0})
+		h.Write(f.Content)
+		h.Write([]byte{0})
+	}
+	var out [32]byte
+	h.Sum(out[:0])
+	return out
+}
+
+// run polls the directory every interval until ctx ends. Polling, rather
+// than file notifications, also sees the symlink swaps that Kubernetes
+// ConfigMap volumes make.
+func (w *ruleWatcher) run(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		changed, err := w.load()
+		switch {
+		case err != nil:
+			w.log.Error("rule reload failed; keeping the last good rules", "dir", w.dir, "err", err.Error())
+		case changed:
+			w.log.Info("rules reloaded", "dir", w.dir, "domains", w.svc.Rules().Domains())
+		}
+	}
+}
+
+// dirExists reports whether dir is a directory.
+func dirExists(dir string) bool {
+	st, err := os.Stat(dir)
+	return err == nil && st.IsDir()
+}

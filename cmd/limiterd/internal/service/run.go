@@ -1,0 +1,225 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/costwise/batcher/envoyrl"
+)
+
+// Command is what the command line sets beside the file: where to listen,
+// how to log, how to stop. It is not read from the file.
+type Command struct {
+	// HTTPAddr is the REST API's address. Default ":8080".
+	HTTPAddr string
+	// GRPCAddr is the gRPC APIs' address. Default ":8081".
+	GRPCAddr string
+	// MetricsAddr is where /metrics is served; "" turns it off.
+	MetricsAddr string
+	// DebugAddr is where /debug/pprof/ is served; "" (the default) turns
+	// it off. Profiles reveal the service's internals: give a loopback
+	// address, such as 127.0.0.1:6060.
+	DebugAddr string
+	// GRPCServer is "lean" (default) or "grpc-go".
+	GRPCServer string
+	// RulesInterval is how often the rule directory is checked. Default 1 s.
+	RulesInterval time.Duration
+	// ShutdownTimeout bounds a graceful stop. Default 10 s.
+	ShutdownTimeout time.Duration
+	// Log receives the service's log; nil means none.
+	Log *slog.Logger
+}
+
+// defaultCommand is the command line's defaults.
+func defaultCommand() Command {
+	return Command{
+		HTTPAddr: ":8080", GRPCAddr: ":8081", MetricsAddr: ":9091",
+		GRPCServer: GRPCServerLean, RulesInterval: time.Second, ShutdownTimeout: 10 * time.Second,
+	}
+}
+
+// The values of --grpc-server.
+const (
+	GRPCServerLean = "lean"
+	GRPCServerGo   = "grpc-go"
+)
+
+// validate checks the settings that have a flag but no field in the file.
+func (c *Command) validate() error {
+	if c.GRPCServer != GRPCServerLean && c.GRPCServer != GRPCServerGo {
+		return fmt.Errorf("limiterd: --grpc-server must be lean or grpc-go, not %q", c.GRPCServer)
+	}
+	if c.RulesInterval <= 0 || c.ShutdownTimeout <= 0 {
+		return errors.New("limiterd: --rules-interval and --shutdown-timeout must be positive")
+	}
+	return nil
+}
+
+// flagValues are the flags as given, before they are put into a Config.
+type flagValues struct {
+	config, rules, logFormat, logLevel string
+	cmd                                Command
+	given                              map[string]bool
+}
+
+func newFlagSet(v *flagValues, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("limiterd", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	c := &v.cmd
+	fs.StringVar(&v.config, "config", "", "YAML configuration `file` (default: in memory, token bucket 10 tokens at 1/s)")
+	fs.StringVar(&c.HTTPAddr, "http-addr", c.HTTPAddr, "REST `address`: POST /limit, GET /health, POST /json")
+	fs.StringVar(&c.GRPCAddr, "grpc-addr", c.GRPCAddr, "gRPC `address`: ratelimiter.v1 and Envoy's RateLimitService")
+	fs.StringVar(&c.MetricsAddr, "metrics-addr", c.MetricsAddr, "Prometheus /metrics `address`; empty disables")
+	fs.StringVar(&c.DebugAddr, "debug-addr", "", "/debug/pprof/ `address`, such as 127.0.0.1:6060; empty (default) disables")
+	fs.StringVar(&v.rules, "rules", "", "`directory` of Envoy rate limit rule files, reloaded when they change")
+	fs.StringVar(&c.GRPCServer, "grpc-server", c.GRPCServer, "gRPC server: lean (limiterd's own, unary calls over h2c) or grpc-go")
+	fs.StringVar(&v.logFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&v.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.DurationVar(&c.RulesInterval, "rules-interval", c.RulesInterval, "how often the rule directory is checked for changes")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "the longest a graceful stop waits for in-flight calls")
+	return fs
+}
+
+// ParseFlags reads the command line: the file --config names (the
+// defaults without it) with the flags given put over it. Log output goes
+// to stderr. A flag error, flag.ErrHelp included, or a *ConfigError is
+// returned as it is.
+func ParseFlags(args []string, stderr io.Writer) (Config, error) {
+	v := flagValues{cmd: defaultCommand(), given: map[string]bool{}}
+	fs := newFlagSet(&v, stderr)
+	if err := fs.Parse(args); err != nil {
+		return Config{}, err
+	}
+	if fs.NArg() > 0 {
+		return Config{}, fmt.Errorf("limiterd: unexpected argument %q", fs.Arg(0))
+	}
+	fs.Visit(func(f *flag.Flag) { v.given[f.Name] = true })
+	if v.logFormat != "text" && v.logFormat != "json" {
+		return Config{}, fmt.Errorf("limiterd: --log-format must be text or json, not %q", v.logFormat)
+	}
+	level, err := parseLevel(v.logLevel)
+	if err != nil {
+		return Config{}, err
+	}
+	if err := v.cmd.validate(); err != nil {
+		return Config{}, err
+	}
+	cfg, err := LoadConfig(v.config)
+	if err != nil {
+		return cfg, err
+	}
+	v.cmd.MetricsAddr = metricsAddr(cfg, v)
+	if v.rules != "" {
+		cfg.Envoy.RulesDir = v.rules
+	}
+	v.cmd.Log = newLogger(v.logFormat, level, stderr)
+	cfg.Command = v.cmd
+	return cfg, cfg.Validate()
+}
+
+// metricsAddr is where /metrics is served: the flag when given, else the
+// file's port unless the file turns Prometheus off.
+func metricsAddr(cfg Config, v flagValues) string {
+	if v.given["metrics-addr"] {
+		return v.cmd.MetricsAddr
+	}
+	if p := cfg.Metrics.UsePrometheus; p != nil && !*p {
+		return ""
+	}
+	if cfg.file != "" && cfg.Metrics.Port > 0 {
+		return fmt.Sprintf(":%d", cfg.Metrics.Port)
+	}
+	return v.cmd.MetricsAddr
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return l, fmt.Errorf("limiterd: --log-level must be debug, info, warn or error, not %q", s)
+	}
+	return l, nil
+}
+
+func newLogger(format string, level slog.Level, w io.Writer) *slog.Logger {
+	ho := &slog.HandlerOptions{Level: level}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, ho))
+	}
+	return slog.New(slog.NewTextHandler(w, ho))
+}
+
+// ServeError is a server that failed after the service started; Run has
+// logged it.
+type ServeError struct{ Err error }
+
+// Error implements error.
+func (e *ServeError) Error() string { return "limiterd: serving: " + e.Err.Error() }
+
+// Unwrap returns the server's error.
+func (e *ServeError) Unwrap() error { return e.Err }
+
+// Run starts the service cfg describes and blocks until ctx ends, then
+// stops it gracefully within cfg.ShutdownTimeout, and returns nil. It
+// returns at once with the error when cfg is refused (a *ConfigError or an
+// *envoyrl.ConfigError) or a listener cannot be opened, and with a
+// *ServeError when a server fails while serving (the others are stopped).
+// Every goroutine it starts has ended when it returns.
+func Run(ctx context.Context, cfg Config) error {
+	if err := cfg.Command.validate(); err != nil {
+		return err
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	srv, err := newServer(cfg)
+	if err != nil {
+		return err
+	}
+	if err := srv.serve(ctx); err != nil {
+		cfg.Log.Error("stopped", "err", err.Error())
+		return &ServeError{err}
+	}
+	return nil
+}
+
+// ExitCode is the exit status for Run's error: 0 for nil, 2 for a refused
+// configuration, 1 for anything else.
+func ExitCode(err error) int {
+	var ce *ConfigError
+	var ee *envoyrl.ConfigError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ce), errors.As(err, &ee):
+		return 2
+	}
+	return 1
+}
+
+// Main is limiterd's command: it parses args, runs the service until ctx
+// ends, and returns the exit status: 0 after a graceful stop, 1 when a
+// server fails or cannot listen, 2 for bad flags or configuration. A
+// refused command line or configuration is one line on stderr.
+func Main(ctx context.Context, args []string, stderr io.Writer) int {
+	cfg, err := ParseFlags(args, stderr)
+	if err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(stderr, oneLine(err.Error()))
+		}
+		return 2
+	}
+	err = Run(ctx, cfg)
+	var se *ServeError
+	if err != nil && !errors.As(err, &se) {
+		fmt.Fprintln(stderr, oneLine(err.Error()))
+	}
+	return ExitCode(err)
+}
