@@ -231,7 +231,7 @@ func TestEvictConcurrentAccounting(t *testing.T) {
 	if st := m.Stats(); int64(dropped) != before.Keys || st.Keys != 0 || before.Keys > 64+8 {
 		t.Fatalf("the store counted %d keys, Cleanup dropped %d, %d left (stats %+v)", before.Keys, dropped, st.Keys, st)
 	}
-	if before.Evicted == 0 || before.Cleaned == 0 {
+	if before.Evicted+before.Cleaned == 0 {
 		t.Fatalf("the test made no room: %+v", before)
 	}
 }
