@@ -194,16 +194,29 @@ func waitPing(addr string, within time.Duration) bool {
 // every slot is served. It returns the nodes' addresses.
 func StartCluster(t testing.TB, n int) []string {
 	t.Helper()
+	nodes := StartClusterNodes(t, n)
+	addrs := make([]string, n)
+	for i, s := range nodes {
+		addrs[i] = s.Addr()
+	}
+	return addrs
+}
+
+// StartClusterNodes is StartCluster returning the nodes' servers, for
+// tests that stop or freeze them.
+func StartClusterNodes(t testing.TB, n int) []*Server {
+	t.Helper()
 	cli, err := exec.LookPath("redis-cli")
 	if err != nil {
 		Unavailable(t, "no redis-cli executable: %v", err)
 	}
+	nodes := make([]*Server, n)
 	addrs := make([]string, n)
 	for i := range addrs {
 		dir := t.TempDir()
-		s := StartServer(t, "--cluster-enabled", "yes", "--cluster-config-file", dir+"/nodes.conf",
+		nodes[i] = StartServer(t, "--cluster-enabled", "yes", "--cluster-config-file", dir+"/nodes.conf",
 			"--cluster-node-timeout", "5000")
-		addrs[i] = s.Addr()
+		addrs[i] = nodes[i].Addr()
 	}
 	args := append(append([]string{"--cluster", "create"}, addrs...), "--cluster-replicas", "0", "--cluster-yes")
 	if out, err := exec.Command(cli, args...).CombinedOutput(); err != nil {
@@ -227,7 +240,7 @@ func StartCluster(t testing.TB, n int) []string {
 		}
 		c.Close()
 	}
-	return addrs
+	return nodes
 }
 
 func containsLine(s, line string) bool {
