@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/costwise/batcher/internal/redistest"
 	"github.com/costwise/batcher/redislease"
 	"github.com/costwise/batcher/sharing"
 	"github.com/redis/go-redis/v9"
@@ -80,13 +80,13 @@ func runOutage(t *testing.T, c outageCase) {
 	if c.how == "stop" {
 		keep = []string{"--appendonly", "yes", "--appendfsync", "always"}
 	}
-	srv := startRedisServer(t, keep...)
+	srv := redistest.StartServer(t, keep...)
 	const shared, factor = 20000, 1000
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var ins []*sharing.Resource
 	for i := 0; i < 4; i++ {
-		client := redis.NewClient(&redis.Options{Addr: srv.addr()})
+		client := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 		defer client.Close()
 		r := redislease.NewSharedResource(client, "outage", shared).WithFactor(factor)
 		mustNil(t, r.Provision(ctx))
@@ -135,9 +135,9 @@ func runOutage(t *testing.T, c outageCase) {
 	if c.atRenewal {
 		waitForRenewals(t, ins)
 	}
-	outage(t, srv, c, keep)
+	outage(t, srv, c)
 	answered := time.Now()
-	mon := fastClient(srv.addr())
+	mon := fastClient(srv.Addr())
 	defer mon.Close()
 	back90, least := time.Duration(-1), uint32(shared)
 	for since := time.Duration(0); since < 6*time.Second; since = time.Since(answered) {
@@ -168,28 +168,29 @@ func runOutage(t *testing.T, c outageCase) {
 }
 
 // outage takes the server away for c.down as c.how says and returns once
-// it answers again.
-func outage(t *testing.T, srv *redisServer, c outageCase, keep []string) {
+// it answers again. Restart starts the server with the arguments it had,
+// so one started with appendonly comes back with its data.
+func outage(t *testing.T, srv *redistest.Server, c outageCase) {
 	switch c.how {
 	case "freeze":
-		mustNil(t, srv.cmd.Process.Signal(syscall.SIGSTOP))
+		srv.Freeze(t)
 		time.Sleep(c.down)
-		mustNil(t, srv.cmd.Process.Signal(syscall.SIGCONT))
+		srv.Thaw(t)
 	case "stop":
-		srv.kill()
+		srv.Kill()
 		time.Sleep(c.down)
-		srv.start(t, keep...)
+		srv.Restart(t)
 		// The scenario is an outage without data loss: the partitions must
 		// be there before any instance could provision them again.
-		mon := fastClient(srv.addr())
+		mon := fastClient(srv.Addr())
 		defer mon.Close()
 		if n, err := mon.Exists(context.Background(), "{outage}:partitions").Result(); err != nil || n != 1 {
 			t.Fatalf("the server came back without its data (%d, %v)", n, err)
 		}
 	case "wipe":
-		srv.kill()
+		srv.Kill()
 		time.Sleep(c.down)
-		srv.start(t)
+		srv.Restart(t) // no persistence: empty
 	default:
 		panic(fmt.Sprintf("unknown outage %q", c.how))
 	}
