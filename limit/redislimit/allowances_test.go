@@ -19,7 +19,7 @@ func allowanceStores(t *testing.T, clock limit.Clock, n int) []*redislimit.Store
 	out := make([]*redislimit.Store, n)
 	var prefix string
 	for i := range out {
-		c := connect(t, redisAddr())
+		c := connect(t)
 		if i == 0 {
 			prefix = testPrefix(t, c)
 		}
@@ -142,7 +142,7 @@ func TestAllowanceDeadStoreLosesItsAllowance(t *testing.T) {
 }
 
 func TestAllowanceOptions(t *testing.T) {
-	c := connect(t, redisAddr())
+	c := connect(t)
 	if _, err := redislimit.New(c, redislimit.Options{LocalAllowance: true, AllowanceLease: time.Millisecond}); err == nil {
 		t.Fatal("a lease of 1ms was accepted")
 	}
