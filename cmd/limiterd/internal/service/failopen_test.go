@@ -138,4 +138,3 @@ func checkFailOpenMarks(t *testing.T, p *proc, want bool) {
 		t.Fatalf("ShouldRateLimit: response_headers_to_add %v, want the mark=%v", er.ResponseHeadersToAdd, want)
 	}
 }
-
