@@ -139,6 +139,11 @@ func (s *server) envoyFallback(primary envoyrl.Store) (envoyrl.Store, error) {
 		s.closers = append(s.closers, mem.Close)
 		local = mem
 	}
+	if mode == envoyrl.FailOpen {
+		// Decided as FailOpen decides, through a stand-in that marks the
+		// answer (see failOpenStore).
+		mode, local = envoyrl.FailFallback, failOpenStore{}
+	}
 	return envoyrl.WithFailurePolicy(primary, envoyrl.FailureOptions{
 		Mode:      mode,
 		Fallback:  local,
