@@ -16,10 +16,21 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// The limit every peer enforces: 100 per second with a burst of 100.
-const (
-	PerSecond = 100
-	Burst     = 100
+// Limit is what every peer of a run enforces on each key: PerSecond
+// tokens per second, Burst at once.
+type Limit struct {
+	PerSecond int64
+	Burst     int64
+}
+
+var (
+	// Limited is 100 per second with a burst of 100: on a hot key nearly
+	// every call is denied, on 100,000 keys drawn uniformly nearly every
+	// call is admitted.
+	Limited = Limit{PerSecond: 100, Burst: 100}
+	// Unlimited admits every call a benchmark can make: 10^8 per second
+	// with a burst of 10^8, on any key.
+	Unlimited = Limit{PerSecond: 100_000_000, Burst: 100_000_000}
 )
 
 // Peer is one keyed limiter under test: Allow spends 1 on key and says
@@ -33,9 +44,9 @@ type Peer struct {
 // Memory peers.
 
 // LimitGCRA is package limit's memory store with GCRA.
-func LimitGCRA() Peer {
+func LimitGCRA(l Limit) Peer {
 	m, _ := limit.NewMemory(limit.MemoryOptions{MaxKeys: 2 << 20})
-	p := limit.GCRA(limit.PerSecond(PerSecond), Burst)
+	p := limit.GCRA(limit.PerSecond(l.PerSecond), l.Burst)
 	return Peer{Name: "limit memory gcra", Allow: func(ctx context.Context, key string) (bool, error) {
 		d, err := m.AllowN(ctx, key, p, 1)
 		return d.Allowed, err
@@ -43,9 +54,9 @@ func LimitGCRA() Peer {
 }
 
 // LimitTokenBucket is package limit's memory store with the token bucket.
-func LimitTokenBucket() Peer {
+func LimitTokenBucket(l Limit) Peer {
 	m, _ := limit.NewMemory(limit.MemoryOptions{MaxKeys: 2 << 20})
-	p := limit.TokenBucket(Burst, limit.PerSecond(PerSecond))
+	p := limit.TokenBucket(l.Burst, limit.PerSecond(l.PerSecond))
 	return Peer{Name: "limit memory token_bucket", Allow: func(ctx context.Context, key string) (bool, error) {
 		d, err := m.AllowN(ctx, key, p, 1)
 		return d.Allowed, err
@@ -53,13 +64,26 @@ func LimitTokenBucket() Peer {
 }
 
 // Sethvargo is github.com/sethvargo/go-limiter's memorystore.
-func Sethvargo() Peer {
+func Sethvargo(l Limit) Peer {
 	var s sethvargo.Store
-	s, _ = memorystore.New(&memorystore.Config{Tokens: Burst, Interval: time.Second, SweepInterval: time.Hour})
+	s, _ = memorystore.New(&memorystore.Config{Tokens: uint64(l.Burst), Interval: SethvargoInterval(l), SweepInterval: time.Hour})
 	return Peer{Name: "sethvargo memorystore", Allow: func(ctx context.Context, key string) (bool, error) {
 		_, _, _, ok, err := s.Take(ctx, key)
 		return ok, err
 	}, Close: func() { s.Close(context.Background()) }}
+}
+
+// SethvargoInterval is the memorystore Interval that enforces l with
+// Tokens = l.Burst. At each Interval tick memorystore sets a bucket to
+// min(Tokens, ticks × Interval/Tokens), Interval counted in nanoseconds, so
+// a bucket is refilled in full only when Interval ≥ Tokens² ns: with
+// Tokens 10^8 and an Interval of 1 s it holds 10 tokens after its first
+// second. Where l's own interval (Burst/PerSecond) is shorter than that,
+// the Interval is Tokens² ns: the bucket then starts full and is not
+// refilled within a run, which Unlimited's burst covers.
+func SethvargoInterval(l Limit) time.Duration {
+	iv := time.Duration(l.Burst * int64(time.Second) / l.PerSecond)
+	return max(iv, time.Duration(l.Burst*l.Burst))
 }
 
 // shardedRate is a 256-shard map of x/time/rate limiters.
@@ -73,7 +97,7 @@ type shardedRate struct {
 }
 
 // XTimeRate is a 256-shard map of golang.org/x/time/rate limiters.
-func XTimeRate() Peer {
+func XTimeRate(l Limit) Peer {
 	s := &shardedRate{seed: maphash.MakeSeed()}
 	for i := range s.shards {
 		s.shards[i].m = map[string]*rate.Limiter{}
@@ -81,21 +105,21 @@ func XTimeRate() Peer {
 	return Peer{Name: "x/time/rate 256-shard map", Allow: func(_ context.Context, key string) (bool, error) {
 		sh := &s.shards[maphash.String(s.seed, key)&255]
 		sh.mu.Lock()
-		l := sh.m[key]
-		if l == nil {
-			l = rate.NewLimiter(PerSecond, Burst)
-			sh.m[key] = l
+		lim := sh.m[key]
+		if lim == nil {
+			lim = rate.NewLimiter(rate.Limit(l.PerSecond), int(l.Burst))
+			sh.m[key] = lim
 		}
 		sh.mu.Unlock()
-		return l.Allow(), nil
+		return lim.Allow(), nil
 	}, Close: func() {}}
 }
 
 // Throttled is github.com/throttled/throttled/v2's GCRA on its memstore
 // (a plain map: no key limit).
-func Throttled() Peer {
+func Throttled(l Limit) Peer {
 	st, _ := memstore.NewCtx(0)
-	rl, _ := throttled.NewGCRARateLimiterCtx(st, throttled.RateQuota{MaxRate: throttled.PerSec(PerSecond), MaxBurst: Burst - 1})
+	rl, _ := throttled.NewGCRARateLimiterCtx(st, throttled.RateQuota{MaxRate: throttled.PerSec(int(l.PerSecond)), MaxBurst: int(l.Burst) - 1})
 	return Peer{Name: "throttled memstore (map)", Allow: func(ctx context.Context, key string) (bool, error) {
 		limited, _, err := rl.RateLimitCtx(ctx, key, 1)
 		return !limited, err
@@ -103,15 +127,15 @@ func Throttled() Peer {
 }
 
 // Ulule is github.com/ulule/limiter/v3's memory store (fixed window).
-func Ulule() Peer {
-	l := ulule.New(ulmemory.NewStore(), ulule.Rate{Period: time.Second, Limit: PerSecond})
+func Ulule(l Limit) Peer {
+	u := ulule.New(ulmemory.NewStore(), ulule.Rate{Period: time.Second, Limit: l.PerSecond})
 	return Peer{Name: "ulule memory", Allow: func(ctx context.Context, key string) (bool, error) {
-		c, err := l.Get(ctx, key)
+		c, err := u.Get(ctx, key)
 		return !c.Reached, err
 	}, Close: func() {}}
 }
 
-// MemoryPeers returns every in-memory peer, fresh.
-func MemoryPeers() []func() Peer {
-	return []func() Peer{LimitGCRA, LimitTokenBucket, Sethvargo, XTimeRate, Throttled, Ulule}
+// MemoryPeers returns every in-memory peer's constructor.
+func MemoryPeers() []func(Limit) Peer {
+	return []func(Limit) Peer{LimitGCRA, LimitTokenBucket, Sethvargo, XTimeRate, Throttled, Ulule}
 }

@@ -43,45 +43,148 @@ func zipf() ([]string, []int32) {
 
 func parallelism() int { return max(1, goroutines/runtime.GOMAXPROCS(0)) }
 
-// run spreads b.N calls of peer over the goroutines, key(i) giving the key
-// of a goroutine's i-th call, and reports the failed share.
-func run(b *testing.B, peer Peer, key func(g, i int) string) {
-	var failed atomic.Int64
+// path is what a benchmark claims to measure, checked against the
+// decisions every call got.
+type path int
+
+const (
+	admitted path = iota // every call admitted
+	denied               // every call denied, but the refill over the run
+	mixed                // whatever the limit gives: only reported
+)
+
+func (p path) String() string { return [...]string{"admitted", "denied", "mixed"}[p] }
+
+// tally counts one run's decisions.
+type tally struct{ admitted, denied, failed int64 }
+
+// check reports the decisions of a run and fails the benchmark when they
+// are not those of the path it claims: on the admitted path a denial
+// beyond one call in 10,000; on the denied path more admissions than l's
+// burst and its refill over the run, with one second of slack for the
+// peers that count in fixed windows.
+func check(b *testing.B, p path, l Limit, t tally, elapsed time.Duration) {
+	b.Helper()
+	n := t.admitted + t.denied + t.failed
+	b.ReportMetric(100*float64(t.denied)/float64(n), "%denied")
+	b.ReportMetric(100*float64(t.failed)/float64(n), "%failed")
+	switch p {
+	case admitted:
+		if t.denied*10_000 > n {
+			b.Fatalf("%d of %d calls denied on the admitted path", t.denied, n)
+		}
+	case denied:
+		if most := l.Burst + int64(float64(l.PerSecond)*(elapsed.Seconds()+1)); t.admitted > most {
+			b.Fatalf("%d of %d calls admitted on the denied path, where %d may be in %v", t.admitted, n, most, elapsed)
+		}
+	}
+}
+
+// run spreads b.N calls of peer over the goroutines, key(g, i) giving the
+// key of goroutine g's i-th call, and checks that the calls took path p.
+// Each goroutine counts its decisions on its own, so that counting adds no
+// contention to what is measured.
+func run(b *testing.B, peer Peer, p path, l Limit, key func(g, i int) string) {
+	var total tally
+	var mu sync.Mutex
 	var gid atomic.Int64
 	ctx := context.Background()
 	b.ReportAllocs()
 	b.SetParallelism(parallelism())
+	start := time.Now()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		g := int(gid.Add(1))
+		var t tally
 		for i := 0; pb.Next(); i++ {
-			if _, err := peer.Allow(ctx, key(g, i)); err != nil {
-				failed.Add(1)
+			switch ok, err := peer.Allow(ctx, key(g, i)); {
+			case err != nil:
+				t.failed++
+			case ok:
+				t.admitted++
+			default:
+				t.denied++
 			}
 		}
+		mu.Lock()
+		total.admitted += t.admitted
+		total.denied += t.denied
+		total.failed += t.failed
+		mu.Unlock()
 	})
 	b.StopTimer()
-	b.ReportMetric(100*float64(failed.Load())/float64(b.N), "%failed")
+	check(b, p, l, total, time.Since(start))
 }
 
+// spend takes key's burst from peer, so that the calls after it are
+// denied but for the refill.
+func spend(b *testing.B, peer Peer, l Limit, key string) {
+	for range 2*l.Burst + 10 {
+		ok, err := peer.Allow(context.Background(), key)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if !ok {
+			return
+		}
+	}
+	b.Fatalf("%s: %s still admitted after %d calls", peer.Name, key, 2*l.Burst+10)
+}
+
+// BenchmarkHotKey has every goroutine call on one key: admitted, with a
+// limit no run reaches, and denied, at 100 per second with a burst of 100
+// spent before the timing. The two paths differ in cost: a denial changes
+// no state, so a store may decide it by reading alone.
 func BenchmarkHotKey(b *testing.B) {
+	hot := func(int, int) string { return "hot" }
 	for _, mk := range MemoryPeers() {
-		peer := mk()
-		b.Run(peer.Name, func(b *testing.B) {
-			run(b, peer, func(int, int) string { return "hot" })
+		name := mk(Limited).Name
+		b.Run("admitted/"+name, func(b *testing.B) {
+			peer := mk(Unlimited)
+			defer peer.Close()
+			run(b, peer, admitted, Unlimited, hot)
 		})
-		peer.Close()
+		b.Run("denied/"+name, func(b *testing.B) {
+			peer := mk(Limited)
+			defer peer.Close()
+			spend(b, peer, Limited, "hot")
+			run(b, peer, denied, Limited, hot)
+		})
 	}
 }
 
+// BenchmarkZipf1M draws keys from 1M by Zipf(1.1): admitted, with a limit
+// no run reaches, and at 100 per second with a burst of 100, where the
+// share of denials (reported) depends on how many calls a peer makes. Each
+// peer holds every key before the timing (one call each), so that what is
+// measured is decisions on held keys, not how many keys a run of b.N calls
+// happens to add, which would change with the machine's speed. With -short
+// the keys are not added first (a quick check that every peer runs).
 func BenchmarkZipf1M(b *testing.B) {
 	keys, seq := zipf()
-	for _, mk := range MemoryPeers() {
-		peer := mk()
-		b.Run(peer.Name, func(b *testing.B) {
-			run(b, peer, func(g, i int) string { return keys[seq[(g*7919+i)&(len(seq)-1)]] })
-		})
-		peer.Close()
+	key := func(g, i int) string { return keys[seq[(g*7919+i)&(len(seq)-1)]] }
+	for _, c := range []struct {
+		name string
+		p    path
+		l    Limit
+	}{{"admitted", admitted, Unlimited}, {"limited", mixed, Limited}} {
+		for _, mk := range MemoryPeers() {
+			peer := mk(c.l)
+			if !testing.Short() {
+				hold(b, peer, keys)
+			}
+			b.Run(c.name+"/"+peer.Name, func(b *testing.B) { run(b, peer, c.p, c.l, key) })
+			peer.Close()
+		}
+	}
+}
+
+// hold makes one call on every key, so that peer holds them all.
+func hold(b *testing.B, peer Peer, keys []string) {
+	for _, k := range keys {
+		if _, err := peer.Allow(context.Background(), k); err != nil {
+			b.Fatalf("%s: %v", peer.Name, err)
+		}
 	}
 }
 
@@ -94,12 +197,12 @@ func BenchmarkHeapPerKey(b *testing.B) {
 		keys[i] = "user-" + strconv.Itoa(i)
 	}
 	for _, mk := range MemoryPeers() {
-		b.Run(mk().Name, func(b *testing.B) {
+		b.Run(mk(Limited).Name, func(b *testing.B) {
 			for range b.N {
 				var before, after runtime.MemStats
 				runtime.GC()
 				runtime.ReadMemStats(&before)
-				peer := mk()
+				peer := mk(Limited)
 				for _, k := range keys {
 					peer.Allow(context.Background(), k)
 				}
@@ -168,8 +271,10 @@ func (h *histogram) quantile(q float64) time.Duration {
 	return 200 * time.Millisecond
 }
 
-// BenchmarkRedis has 64 callers decide on 100,000 keys drawn uniformly, and
-// reports decisions/s, the p99 latency and the Redis commands per decision.
+// BenchmarkRedis has 64 callers decide on 100,000 keys drawn uniformly at
+// 100 per second with a burst of 100, and reports decisions/s, the p99
+// latency and the Redis commands per decision. Each key sees a few calls a
+// second, so every call is admitted, which the benchmark checks.
 func BenchmarkRedis(b *testing.B) {
 	keys := make([]string, 100_000)
 	for i := range keys {
@@ -177,10 +282,12 @@ func BenchmarkRedis(b *testing.B) {
 	}
 	for _, mk := range RedisPeers() {
 		c := redisClient(b)
-		peer := mk(c)
+		peer := mk(c, Limited)
 		b.Run(peer.Name, func(b *testing.B) {
 			var h histogram
-			var failed, gid atomic.Int64
+			var total tally
+			var mu sync.Mutex
+			var gid atomic.Int64
 			ctx := context.Background()
 			cmds := commands(b, c)
 			b.ReportAllocs()
@@ -189,21 +296,32 @@ func BenchmarkRedis(b *testing.B) {
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				r := rand.New(rand.NewSource(gid.Add(1)))
+				var t tally
 				for pb.Next() {
 					k := keys[r.Intn(len(keys))]
 					t0 := time.Now()
-					if _, err := peer.Allow(ctx, k); err != nil {
-						failed.Add(1)
+					switch ok, err := peer.Allow(ctx, k); {
+					case err != nil:
+						t.failed++
+					case ok:
+						t.admitted++
+					default:
+						t.denied++
 					}
 					h.add(time.Since(t0))
 				}
+				mu.Lock()
+				total.admitted += t.admitted
+				total.denied += t.denied
+				total.failed += t.failed
+				mu.Unlock()
 			})
 			b.StopTimer()
 			elapsed := time.Since(start)
 			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "decisions/s")
 			b.ReportMetric(float64(h.quantile(0.99))/1e6, "p99-ms")
 			b.ReportMetric(float64(commands(b, c)-cmds-1)/float64(b.N), "cmds/op")
-			b.ReportMetric(100*float64(failed.Load())/float64(b.N), "%failed")
+			check(b, admitted, Limited, total, elapsed)
 		})
 		c.Close()
 	}

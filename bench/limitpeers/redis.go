@@ -13,9 +13,9 @@ import (
 )
 
 // LimitRedis is package redislimit with GCRA.
-func LimitRedis(c *redis.Client) Peer {
+func LimitRedis(c *redis.Client, l Limit) Peer {
 	s, _ := redislimit.New(c, redislimit.Options{Prefix: "peers:limit:"})
-	p := limit.GCRA(limit.PerSecond(PerSecond), Burst)
+	p := limit.GCRA(limit.PerSecond(l.PerSecond), l.Burst)
 	return Peer{Name: "redislimit gcra", Allow: func(ctx context.Context, key string) (bool, error) {
 		d, err := s.AllowN(ctx, key, p, 1)
 		return d.Allowed, err
@@ -24,9 +24,9 @@ func LimitRedis(c *redis.Client) Peer {
 
 // LimitRedisFixed is package redislimit with a fixed window, the algorithm
 // of ulule's Redis store.
-func LimitRedisFixed(c *redis.Client) Peer {
+func LimitRedisFixed(c *redis.Client, l Limit) Peer {
 	s, _ := redislimit.New(c, redislimit.Options{Prefix: "peers:limitfw:"})
-	p := limit.FixedWindow(PerSecond, time.Second)
+	p := limit.FixedWindow(l.PerSecond, time.Second)
 	return Peer{Name: "redislimit fixed_window", Allow: func(ctx context.Context, key string) (bool, error) {
 		d, err := s.AllowN(ctx, key, p, 1)
 		return d.Allowed, err
@@ -34,11 +34,11 @@ func LimitRedisFixed(c *redis.Client) Peer {
 }
 
 // RedisRate is github.com/go-redis/redis_rate/v10 (GCRA).
-func RedisRate(c *redis.Client) Peer {
-	l := redis_rate.NewLimiter(c)
-	lim := redis_rate.Limit{Rate: PerSecond, Burst: Burst, Period: time.Second}
+func RedisRate(c *redis.Client, l Limit) Peer {
+	rl := redis_rate.NewLimiter(c)
+	lim := redis_rate.Limit{Rate: int(l.PerSecond), Burst: int(l.Burst), Period: time.Second}
 	return Peer{Name: "redis_rate", Allow: func(ctx context.Context, key string) (bool, error) {
-		r, err := l.Allow(ctx, key, lim)
+		r, err := rl.Allow(ctx, key, lim)
 		if err != nil {
 			return false, err
 		}
@@ -47,16 +47,16 @@ func RedisRate(c *redis.Client) Peer {
 }
 
 // UluleRedis is github.com/ulule/limiter/v3's Redis store (fixed window).
-func UluleRedis(c *redis.Client) Peer {
+func UluleRedis(c *redis.Client, l Limit) Peer {
 	st, _ := ulredis.NewStoreWithOptions(c, ulule.StoreOptions{Prefix: "peers:ulule"})
-	l := ulule.New(st, ulule.Rate{Period: time.Second, Limit: PerSecond})
+	u := ulule.New(st, ulule.Rate{Period: time.Second, Limit: l.PerSecond})
 	return Peer{Name: "ulule redis", Allow: func(ctx context.Context, key string) (bool, error) {
-		r, err := l.Get(ctx, key)
+		r, err := u.Get(ctx, key)
 		return !r.Reached, err
 	}, Close: func() {}}
 }
 
-// RedisPeers returns every Redis peer on client c.
-func RedisPeers() []func(*redis.Client) Peer {
-	return []func(*redis.Client) Peer{LimitRedis, LimitRedisFixed, RedisRate, UluleRedis}
+// RedisPeers returns every Redis peer's constructor.
+func RedisPeers() []func(*redis.Client, Limit) Peer {
+	return []func(*redis.Client, Limit) Peer{LimitRedis, LimitRedisFixed, RedisRate, UluleRedis}
 }

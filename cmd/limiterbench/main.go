@@ -19,6 +19,10 @@
 // Example:
 //
 //	limiterbench --api envoy --addr 127.0.0.1:8081 --descriptors 3 --pid 1234 --redis 127.0.0.1:6379
+//
+// With --write-protoset FILE it writes the descriptors of both gRPC
+// services, with their imports, as a FileDescriptorSet and exits, so that
+// another load generator (ghz --protoset FILE) can call the same methods.
 package main
 
 import (
@@ -65,7 +69,15 @@ func main() {
 	flag.IntVar(&c.pid, "pid", 0, "service process to read CPU time of; 0 skips")
 	flag.DurationVar(&c.duration, "duration", 10*time.Second, "measured time")
 	flag.DurationVar(&c.warmup, "warmup", 2*time.Second, "unmeasured time before")
+	protosetPath := flag.String("write-protoset", "", "write the gRPC services' descriptors to this file and exit")
 	flag.Parse()
+	if *protosetPath != "" {
+		if err := writeProtoset(*protosetPath); err != nil {
+			fmt.Fprintln(os.Stderr, "limiterbench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(c); err != nil {
 		fmt.Fprintln(os.Stderr, "limiterbench:", err)
 		os.Exit(1)

@@ -2,11 +2,16 @@ package main
 
 import (
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"testing"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protodesc"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/descriptorpb"
 )
 
 // TestJSONRequest checks that the /json bodies are the requests the gRPC
@@ -25,6 +30,44 @@ func TestJSONRequest(t *testing.T) {
 			if !proto.Equal(&got, want) {
 				t.Fatalf("%s reads as %v, want %v", body, &got, want)
 			}
+		}
+	}
+}
+
+// TestWriteProtoset checks that the written descriptor set stands on its
+// own: read back into a fresh registry, with no generated code, it resolves
+// both methods the load generators call, with the request types they send.
+func TestWriteProtoset(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "services.protoset")
+	if err := writeProtoset(path); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var set descriptorpb.FileDescriptorSet
+	if err := proto.Unmarshal(b, &set); err != nil {
+		t.Fatal(err)
+	}
+	files, err := protodesc.NewFiles(&set)
+	if err != nil {
+		t.Fatalf("the set does not stand on its own: %v", err)
+	}
+	for method, input := range map[string]string{
+		"envoy.service.ratelimit.v3.RateLimitService.ShouldRateLimit": "envoy.service.ratelimit.v3.RateLimitRequest",
+		"ratelimiter.v1.RateLimiter.Allow":                            "ratelimiter.v1.AllowRequest",
+	} {
+		d, err := files.FindDescriptorByName(protoreflect.FullName(method))
+		if err != nil {
+			t.Fatalf("%s: %v", method, err)
+		}
+		m, ok := d.(protoreflect.MethodDescriptor)
+		if !ok {
+			t.Fatalf("%s is a %T, not a method", method, d)
+		}
+		if got := m.Input().FullName(); string(got) != input {
+			t.Errorf("%s takes %s, want %s", method, got, input)
 		}
 	}
 }
