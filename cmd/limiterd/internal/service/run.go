@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/costwise/batcher/envoyrl"
@@ -65,6 +66,7 @@ type flagValues struct {
 	config, rules, logFormat, logLevel string
 	cmd                                Command
 	given                              map[string]bool
+	grpc                               grpcFlags
 }
 
 func newFlagSet(v *flagValues, stderr io.Writer) *flag.FlagSet {
@@ -82,6 +84,7 @@ func newFlagSet(v *flagValues, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&v.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.DurationVar(&c.RulesInterval, "rules-interval", c.RulesInterval, "how often the rule directory is checked for changes")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "the longest a graceful stop waits for in-flight calls")
+	addGRPCFlags(fs, &v.grpc)
 	return fs
 }
 
@@ -116,6 +119,9 @@ func ParseFlags(args []string, stderr io.Writer) (Config, error) {
 	v.cmd.MetricsAddr = metricsAddr(cfg, v)
 	if v.rules != "" {
 		cfg.Envoy.RulesDir = v.rules
+	}
+	if err := applyGRPCSettings(&cfg, &v, os.LookupEnv); err != nil {
+		return cfg, err
 	}
 	v.cmd.Log = newLogger(v.logFormat, level, stderr)
 	cfg.Command = v.cmd
