@@ -182,13 +182,21 @@ func (x *xdsClient) run(ctx context.Context) {
 		d := x.backoff(attempt, rand.Float64())
 		attempt++
 		x.log.Warn("xDS stream ended; keeping the last good rules", "server", x.cfg.ServerURL, "err", err.Error(), "retry_in", d.String())
-		t := time.NewTimer(d)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !sleep(ctx, d) {
 			return
-		case <-t.C:
 		}
+	}
+}
+
+// sleep waits d; false when ctx ended first.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
 
@@ -228,7 +236,7 @@ func (x *xdsClient) session(ctx context.Context) (got bool, err error) {
 	if err := stream.Send(req); err != nil {
 		return false, err
 	}
-	version := ""
+	version, refused := "", ""
 	for {
 		resp, err := stream.Recv()
 		if err != nil {
@@ -236,9 +244,17 @@ func (x *xdsClient) session(ctx context.Context) (got bool, err error) {
 		}
 		req = &discoveryv3.DiscoveryRequest{TypeUrl: RateLimitConfigType, ResponseNonce: resp.GetNonce(), VersionInfo: version}
 		if err := x.apply(resp); err != nil {
-			x.metrics.reloads.WithLabelValues("failure").Inc()
-			x.log.Error("xDS rules refused; keeping the last good rules", "version", resp.GetVersionInfo(), "err", err.Error())
 			req.ErrorDetail = &status.Status{Code: int32(codes.InvalidArgument), Message: err.Error()}
+			if resp.GetVersionInfo() != refused {
+				refused = resp.GetVersionInfo()
+				x.metrics.reloads.WithLabelValues("failure").Inc()
+				x.log.Error("xDS rules refused; keeping the last good rules", "version", refused, "err", err.Error())
+			} else if !sleep(ctx, x.cfg.BackoffInitial) {
+				// A server that answers a refusal with the same rules
+				// (go-control-plane's snapshot cache does) is refused
+				// again, at most once per BackoffInitial.
+				return got, ctx.Err()
+			}
 		} else {
 			got, version = true, resp.GetVersionInfo()
 			req.VersionInfo = version
