@@ -2,6 +2,8 @@ package service
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net"
 	"strings"
@@ -18,6 +20,7 @@ import (
 	rlconfv3 "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
 	"github.com/google/uuid"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/costwise/batcher/internal/redistest"
 )
@@ -38,7 +41,7 @@ type xdsServer struct {
 
 // startXDSServer serves the cache's snapshots on addr until stop or the
 // test's end.
-func startXDSServer(t *testing.T, addr string, cache cachev3.SnapshotCache) *xdsServer {
+func startXDSServer(t *testing.T, addr string, cache cachev3.SnapshotCache, opts ...grpc.ServerOption) *xdsServer {
 	t.Helper()
 	x := &xdsServer{addr: addr, cache: cache, done: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -48,7 +51,7 @@ func startXDSServer(t *testing.T, addr string, cache cachev3.SnapshotCache) *xds
 		x.mu.Unlock()
 		return nil
 	}}
-	x.gs = grpc.NewServer()
+	x.gs = grpc.NewServer(opts...)
 	discoveryv3.RegisterAggregatedDiscoveryServiceServer(x.gs, serverv3.NewServer(ctx, cache, cb))
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -209,6 +212,42 @@ func TestRulesFromXDS(t *testing.T) {
 	push(t, cache2, "4", 11)
 	startXDSServer(t, addr, cache2)
 	waitUntil(t, p, "the rules of the restarted server", func() bool { return limitOf() == 11 })
+}
+
+// TestRulesFromXDSOverMutualTLS checks the xDS client's TLS settings
+// against a server that requires a client certificate.
+func TestRulesFromXDSOverMutualTLS(t *testing.T) {
+	s := newTLSSetup(t)
+	clientCert, clientKey := writePair(t, s.dir, "xds-client", s.clientCA.issue(t, true, "limiterd.client"))
+	serverCAFile := writeFile(t, s.dir, "server-ca.pem", string(s.serverCA.pem))
+	srvCert, err := tls.LoadX509KeyPair(s.serverCert, s.serverKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(s.clientCA.cert)
+	creds := credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{srvCert}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert})
+	addr := fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t))
+	cache := cachev3.NewSnapshotCache(true, cachev3.IDHash{}, nil)
+	push(t, cache, "1", 5)
+	startXDSServer(t, addr, cache, grpc.Creds(creds))
+	p := start(t, fmt.Sprintf(`envoy:
+  xds:
+    server_url: %q
+    node_id: %s
+    use_tls: true
+    ca_file: %q
+    cert_file: %q
+    key_file: %q
+    server_san: limiterd.test
+    backoff_initial: 20ms
+    backoff_max: 100ms
+`, addr, xdsNode, serverCAFile, clientCert, clientKey))
+	c := rlsv3.NewRateLimitServiceClient(dial(t, p.grpc))
+	resp, err := c.ShouldRateLimit(context.Background(), envoyReq("remote_address", "a"))
+	if err != nil || resp.GetStatuses()[0].GetCurrentLimit().GetRequestsPerUnit() != 5 {
+		t.Fatalf("%v %v: want the limit 5 from the xDS server", resp, err)
+	}
 }
 
 // acked reports whether a request acknowledged version.
