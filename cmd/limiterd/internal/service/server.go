@@ -137,13 +137,16 @@ func (s *server) buildEnvoy(rdb redis.UniversalClient) error {
 	return err
 }
 
-// envoyFallback wraps the Envoy API's Redis store in the failure policy:
-// after a failure Redis is left alone for a second, the calls failing at
-// once (fail_open, fail_closed) or counting in memory at the limits divided
-// by the configured replicas (local_fallback).
+// envoyFallback wraps the Envoy API's Redis store in the failure policy,
+// the same as the keyed APIs': a call Redis does not answer within
+// storeTimeout is a failure; after a failure Redis is left alone for a
+// second, then probed by one call at a time, the calls answered OK
+// (fail_open), Unavailable (fail_closed) or counted in memory at the limits
+// divided by the configured replicas (fallback).
 func (s *server) envoyFallback(primary envoyrl.Store) (envoyrl.Store, error) {
+	mode := failureMode(s.cfg.OnStoreFailure)
 	var local envoyrl.Store
-	if s.cfg.OnStoreFailure == "local_fallback" {
+	if mode == envoyrl.FailFallback {
 		mem, err := envoyrl.NewMemoryStore(envoyrl.MemoryOptions{Shards: int(s.cfg.Backends.InMemory.ShardsCount)})
 		if err != nil {
 			return nil, err
@@ -151,8 +154,11 @@ func (s *server) envoyFallback(primary envoyrl.Store) (envoyrl.Store, error) {
 		s.closers = append(s.closers, mem.Close)
 		local = mem
 	}
-	return envoyrl.WithFallback(primary, local, envoyrl.FallbackOptions{
+	return envoyrl.WithFailurePolicy(primary, envoyrl.FailureOptions{
+		Mode:      mode,
+		Fallback:  local,
 		Replicas:  s.cfg.Replicas,
+		Timeout:   storeTimeout,
 		OnFailure: func(error) { s.metrics.storeErrors.WithLabelValues("envoy").Inc() },
 	})
 }
