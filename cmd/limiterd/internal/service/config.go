@@ -38,6 +38,8 @@ type Config struct {
 	Headers string `yaml:"headers"`
 	// Addition: the Envoy rate limit service's settings.
 	Envoy Envoy `yaml:"envoy"`
+	// Addition: TLS and mutual TLS on the gRPC port.
+	GRPCTLS GRPCTLS `yaml:"grpc_tls"`
 
 	// Command holds the settings of the command line, which a file does
 	// not set.
@@ -113,6 +115,9 @@ type Envoy struct {
 	ShadowMode bool `yaml:"shadow_mode"`
 	// KeyPrefix starts every counter key (its CACHE_KEY_PREFIX).
 	KeyPrefix string `yaml:"key_prefix"`
+	// XDS takes the rules from an xDS management server instead of
+	// RulesDir.
+	XDS XDS `yaml:"xds"`
 }
 
 // ConfigError is a configuration that limiterd refuses; its message is one
@@ -154,6 +159,7 @@ func defaultConfig() Config {
 		OnStoreFailure: "fail_open",
 		Replicas:       1,
 		Headers:        "draft",
+		Envoy:          Envoy{XDS: defaultXDS()},
 		Command:        defaultCommand(),
 	}
 }
@@ -242,6 +248,16 @@ var configSchema = map[string]any{
 	"envoy": map[string]any{
 		"rules_dir": kindString, "stop_increment_when_over_limit": kindBool,
 		"shadow_mode": kindBool, "key_prefix": kindString,
+		"xds": map[string]any{
+			"server_url": kindString, "node_id": kindString, "node_metadata": kindString, "headers": kindString,
+			"use_tls": kindBool, "ca_file": kindString, "cert_file": kindString, "key_file": kindString,
+			"server_san": kindString, "backoff_initial": kindString, "backoff_max": kindString,
+			"backoff_factor": kindNumber, "backoff_jitter": kindBool, "max_msg_size": kindInt,
+			"start_without_rules": kindBool,
+		},
+	},
+	"grpc_tls": map[string]any{
+		"cert_file": kindString, "key_file": kindString, "client_ca_file": kindString, "client_san": kindString,
 	},
 }
 
@@ -325,7 +341,7 @@ func (c *Config) errField(field, format string, args ...any) error {
 // Validate checks the values: the algorithm and the parameters it needs
 // (present and positive), the store and its backend's settings.
 func (c *Config) Validate() error {
-	return firstError(c.validateAlgo, c.validateStore, c.validateOthers)
+	return firstError(c.validateAlgo, c.validateStore, c.validateOthers, c.validateGRPCTLS, c.validateXDS)
 }
 
 func firstError(fns ...func() error) error {

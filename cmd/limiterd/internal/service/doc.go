@@ -7,4 +7,10 @@
 // (limit, envoyrl, middleware/httplimit), and the configuration users
 // depend on is the YAML file and the flags, which a Go API of its own
 // would only duplicate and freeze.
+//
+// Both gRPC servers (lean and grpc-go) serve grpc.health.v1 and server
+// reflection, and TLS or mutual TLS themselves with one crypto/tls
+// configuration (grpctls.go); the Envoy rules come from a directory
+// (rules.go) or from an xDS management server (xds.go). envoyproxy/
+// ratelimit's variables for TLS and xDS are read in grpcenv.go.
 package service

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -67,6 +68,7 @@ type flagValues struct {
 	config, rules, logFormat, logLevel string
 	cmd                                Command
 	given                              map[string]bool
+	grpc                               grpcFlags
 }
 
 func newFlagSet(v *flagValues, stderr io.Writer) *flag.FlagSet {
@@ -85,6 +87,7 @@ func newFlagSet(v *flagValues, stderr io.Writer) *flag.FlagSet {
 	fs.Bool("version", false, "print the version and the commit limiterd was built from, and exit")
 	fs.DurationVar(&c.RulesInterval, "rules-interval", c.RulesInterval, "how often the rule directory is checked for changes")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "the longest a graceful stop waits for in-flight calls")
+	addGRPCFlags(fs, &v.grpc)
 	return fs
 }
 
@@ -119,6 +122,9 @@ func ParseFlags(args []string, stderr io.Writer) (Config, error) {
 	v.cmd.MetricsAddr = metricsAddr(cfg, v)
 	if v.rules != "" {
 		cfg.Envoy.RulesDir = v.rules
+	}
+	if err := applyGRPCSettings(&cfg, &v, os.LookupEnv); err != nil {
+		return cfg, err
 	}
 	v.cmd.Log = newLogger(v.logFormat, level, stderr)
 	cfg.Command = v.cmd

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
@@ -37,6 +39,8 @@ type server struct {
 	keyed   keyedLimiter
 	envoy   *envoyrl.Service
 	rules   *ruleWatcher
+	xds     *xdsClient  // rules from an xDS server; nil without one
+	tls     *tls.Config // the gRPC port's; nil without TLS
 	headers httplimit.HeaderFormat
 	closers []func() error // in the order to close them
 
@@ -62,6 +66,9 @@ func newServer(cfg Config) (_ *server, err error) {
 	}
 	if err := s.buildEnvoy(rdb); err != nil {
 		return nil, err
+	}
+	if s.tls, err = cfg.GRPCTLS.serverTLS(); err != nil {
+		return nil, &ConfigError{File: cfg.file, Field: "grpc_tls", Reason: err.Error()}
 	}
 	if s.keyed, err = newKeyed(cfg, rdb, s.metrics); err != nil {
 		return nil, err
@@ -110,6 +117,14 @@ func (s *server) buildEnvoy(rdb redis.UniversalClient) error {
 		KeyPrefix:                  e.KeyPrefix,
 		Observer:                   envoyObserver{s.metrics},
 	})
+	if e.XDS.ServerURL != "" {
+		x, err := newXDSClient(e.XDS, s.envoy, s.log, s.metrics)
+		if err != nil {
+			return &ConfigError{File: s.cfg.file, Field: "envoy.xds", Reason: err.Error()}
+		}
+		s.xds = x
+		return nil
+	}
 	dir := e.RulesDir
 	if dir == "" {
 		return nil
@@ -200,12 +215,21 @@ type grpcServer interface {
 // grpcServer makes the gRPC server --grpc-server names. Both read Envoy's
 // requests and write their answers with envoyrl.Codec (a third less CPU
 // than the protobuf library for them), which leaves the other messages to
-// gRPC's default codec.
+// gRPC's default codec. Both serve TLS themselves when it is configured:
+// the same crypto/tls configuration, certificate reloads and client
+// checks.
 func (s *server) grpcServer() grpcServer {
 	if s.cfg.GRPCServer == GRPCServerGo {
-		return grpc.NewServer(grpc.NumStreamWorkers(streamWorkers), grpc.ForceServerCodecV2(envoyrl.Codec{}))
+		opts := []grpc.ServerOption{grpc.NumStreamWorkers(streamWorkers), grpc.ForceServerCodecV2(envoyrl.Codec{})}
+		if s.tls != nil {
+			opts = append(opts, grpc.Creds(credentials.NewTLS(s.tls)))
+		}
+		return grpc.NewServer(opts...)
 	}
-	return &unarygrpc.Server{Codec: envoyrl.Codec{}, Workers: streamWorkers, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+	return &unarygrpc.Server{
+		Codec: envoyrl.Codec{}, Workers: streamWorkers, TLSConfig: s.tls,
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
 }
 
 // serve runs every server until ctx ends, then stops them gracefully within
@@ -242,6 +266,18 @@ func (s *server) serve(ctx context.Context) error {
 				errs <- err
 			}
 		}()
+	}
+	if s.xds != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); s.xds.run(ctx) }()
+		if !s.xds.cfg.StartWithoutRules {
+			s.log.Info("waiting for the first rules from the xDS server", "server", s.xds.cfg.ServerURL)
+			if !s.xds.waitFirst(ctx) {
+				cancel()
+				wg.Wait()
+				return nil
+			}
+		}
 	}
 	start(func() error { return g.Serve(s.grpcLn) })
 	start(func() error { return hs.Serve(s.httpLn) })
@@ -309,5 +345,9 @@ func (s *server) logStart() {
 	if s.rules != nil {
 		attrs = append(attrs, "rules", s.rules.dir, "domains", s.envoy.Rules().Domains())
 	}
+	if s.xds != nil {
+		attrs = append(attrs, "xds", s.xds.cfg.ServerURL, "domains", s.envoy.Rules().Domains())
+	}
+	attrs = append(attrs, "grpc_tls", s.tls != nil, "grpc_mtls", s.tls != nil && s.tls.ClientCAs != nil)
 	s.log.Info("limiterd started", attrs...)
 }

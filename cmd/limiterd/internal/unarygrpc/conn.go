@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -217,6 +218,15 @@ func (c *conn) frameBuffered() bool {
 // handshake reads the client preface, sends the server's SETTINGS and
 // raises the connection window.
 func (c *conn) handshake() error {
+	if tc, ok := c.nc.(*tls.Conn); ok {
+		// The TLS handshake writes as well as reads: both wait at most
+		// HandshakeTimeout.
+		_ = tc.SetDeadline(time.Now().Add(c.srv.HandshakeTimeout))
+		if err := tc.Handshake(); err != nil {
+			return err
+		}
+		_ = tc.SetWriteDeadline(time.Time{})
+	}
 	_ = c.nc.SetReadDeadline(time.Now().Add(c.srv.HandshakeTimeout))
 	var p [len(http2.ClientPreface)]byte
 	if _, err := io.ReadFull(c.br, p[:]); err != nil || string(p[:]) != http2.ClientPreface {

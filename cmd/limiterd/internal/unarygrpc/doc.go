@@ -1,6 +1,7 @@
 // Package unarygrpc is limiterd's lean gRPC server. It serves HTTP/2
 // connections that start with the client preface on a plain listener
-// (prior knowledge, h2c, as grpc-go's server does without TLS), calling
+// (prior knowledge, h2c, as grpc-go's server does without TLS), or over
+// TLS when Server.TLSConfig is set (crypto/tls, ALPN "h2"), calling
 // the handlers of the generated service descriptors with the codec it is
 // given, and costs a fraction of grpc-go's server per unary call: no
 // per-connection writer goroutine, no per-call timers without a deadline,
@@ -85,7 +86,8 @@
 //
 // Compression (a compressed request is answered Unimplemented or Internal,
 // as grpc-go answers one it cannot decompress), interceptors, stats
-// handlers, TLS, the call's metadata and peer in the handler's context,
-// response headers set by any handler, and trailers set by a streaming
+// handlers, the call's metadata and peer (so the client's certificate) in
+// the handler's context, response headers set by any handler, and trailers
+// set by a streaming
 // handler (dropped).
 package unarygrpc

@@ -1,6 +1,7 @@
 package unarygrpc
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log"
@@ -72,6 +73,10 @@ type Server struct {
 	// the third strike ends the connection with GOAWAY ENHANCE_YOUR_CALM
 	// "too_many_pings". A MinTime of 0 means DefaultKeepaliveMinTime.
 	KeepalivePolicy keepalive.EnforcementPolicy
+	// TLSConfig, when set, makes every connection TLS: the handshake, with
+	// HandshakeTimeout as its deadline, comes before the HTTP/2 preface.
+	// Its NextProtos should offer "h2", which gRPC clients ask for.
+	TLSConfig *tls.Config
 	// ErrorLog receives accept errors, at most one a second; nil means the
 	// log package's standard logger.
 	ErrorLog *log.Logger
@@ -253,6 +258,9 @@ func (s *Server) Serve(ln net.Listener) error {
 				return nil
 			}
 			return err
+		}
+		if s.TLSConfig != nil {
+			nc = tls.Server(nc, s.TLSConfig)
 		}
 		c := newConn(s, nc)
 		s.mu.Lock()
