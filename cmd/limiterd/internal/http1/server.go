@@ -100,6 +100,7 @@ type Server struct {
 	listeners map[net.Listener]struct{}
 	janitor   chan struct{} // closed to stop the janitor
 	closing   atomic.Bool
+	loggedAt  atomic.Int64   // s.now() when an accept error was last logged
 	wg        sync.WaitGroup // the inner server and the janitor
 }
 
@@ -156,6 +157,17 @@ func (s *Server) logf(format string, args ...any) {
 	}
 }
 
+// logAcceptError logs an accept error unless one was logged less than a
+// second ago: a server out of file descriptors fails every Accept.
+func (s *Server) logAcceptError(err error, backoff time.Duration) {
+	now := s.now()
+	last := s.loggedAt.Load()
+	if (last != 0 && now-last < int64(time.Second)) || !s.loggedAt.CompareAndSwap(last, now) {
+		return
+	}
+	s.logf("http1: accept error: %v; retrying in %v", err, backoff)
+}
+
 // Serve accepts connections on ln and serves them until Shutdown or Close,
 // after which it returns http.ErrServerClosed. It closes ln when it
 // returns.
@@ -192,7 +204,7 @@ func (s *Server) Serve(ln net.Listener) error {
 			// Out of file descriptors, a connection reset before it was
 			// accepted: wait a little and go on, as net/http does.
 			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-			s.logf("http1: accept error: %v; retrying in %v", err, backoff)
+			s.logAcceptError(err, backoff)
 			time.Sleep(backoff)
 			continue
 		}

@@ -18,6 +18,7 @@ import (
 	ratelimiterv1 "github.com/costwise/batcher/api/ratelimiter/v1"
 	"github.com/costwise/batcher/cmd/limiterd/internal/http1"
 	"github.com/costwise/batcher/envoyrl"
+	"github.com/costwise/batcher/limit"
 	"github.com/costwise/batcher/middleware/httplimit"
 )
 
@@ -65,9 +66,8 @@ func parseTokens(t float64) (int64, error) {
 	if t > maxTokens {
 		return 0, errors.New("tokens must be at most 1e12")
 	}
-	// Round to a millionth first so that 0.1 counts as 100, not 101.
-	micro := math.Round(t * tokenScale * 1000)
-	return int64(math.Ceil(micro / 1000)), nil
+	// Rounded up to a thousandth, so that a positive cost is never free.
+	return limit.CostFromFloat(t, tokenScale)
 }
 
 // httpServer serves the REST API. POST /limit and POST /json, the calls
@@ -206,10 +206,10 @@ func (a *allowServer) Allow(ctx context.Context, in *ratelimiterv1.AllowRequest)
 	return &ratelimiterv1.AllowResponse{Allowed: v.Allowed, RetryAfter: durationpb.New(v.RetryAfter)}, nil
 }
 
-// envoyGRPC serves Envoy's RateLimitService, applying the failure policy:
-// with fail_open a store failure answers OK; with local_fallback the
-// counters are kept in memory at the limits divided by the replicas until
-// the store answers again (see envoyFallback); with fail_closed, and when
+// envoyGRPC serves Envoy's RateLimitService. The store applies the failure
+// policy (see envoyFallback): with fail_open a store failure answers OK;
+// with fallback the counters are kept in memory at the limits divided by
+// the replicas until the store answers again; with fail_closed, and when
 // even the fallback fails, Unavailable, and Envoy's own failure_mode_deny
 // decides.
 type envoyGRPC struct {

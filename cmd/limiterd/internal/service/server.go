@@ -16,6 +16,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
 
 	ratelimiterv1 "github.com/costwise/batcher/api/ratelimiter/v1"
 	"github.com/costwise/batcher/cmd/limiterd/internal/http1"
@@ -119,13 +122,16 @@ func (s *server) buildEnvoy(rdb redis.UniversalClient) error {
 	return err
 }
 
-// envoyFallback wraps the Envoy API's Redis store in the failure policy:
-// after a failure Redis is left alone for a second, the calls failing at
-// once (fail_open, fail_closed) or counting in memory at the limits divided
-// by the configured replicas (local_fallback).
+// envoyFallback wraps the Envoy API's Redis store in the failure policy,
+// the same as the keyed APIs': a call Redis does not answer within
+// storeTimeout is a failure; after a failure Redis is left alone for a
+// second, then probed by one call at a time, the calls answered OK
+// (fail_open), Unavailable (fail_closed) or counted in memory at the limits
+// divided by the configured replicas (fallback).
 func (s *server) envoyFallback(primary envoyrl.Store) (envoyrl.Store, error) {
+	mode := failureMode(s.cfg.OnStoreFailure)
 	var local envoyrl.Store
-	if s.cfg.OnStoreFailure == "local_fallback" {
+	if mode == envoyrl.FailFallback {
 		mem, err := envoyrl.NewMemoryStore(envoyrl.MemoryOptions{Shards: int(s.cfg.Backends.InMemory.ShardsCount)})
 		if err != nil {
 			return nil, err
@@ -133,8 +139,11 @@ func (s *server) envoyFallback(primary envoyrl.Store) (envoyrl.Store, error) {
 		s.closers = append(s.closers, mem.Close)
 		local = mem
 	}
-	return envoyrl.WithFallback(primary, local, envoyrl.FallbackOptions{
+	return envoyrl.WithFailurePolicy(primary, envoyrl.FailureOptions{
+		Mode:      mode,
+		Fallback:  local,
 		Replicas:  s.cfg.Replicas,
+		Timeout:   storeTimeout,
 		OnFailure: func(error) { s.metrics.storeErrors.WithLabelValues("envoy").Inc() },
 	})
 }
@@ -177,6 +186,7 @@ const streamWorkers = 256
 // unarygrpc's lean one.
 type grpcServer interface {
 	grpc.ServiceRegistrar
+	GetServiceInfo() map[string]grpc.ServiceInfo
 	Serve(net.Listener) error
 	GracefulStop()
 	Stop()
@@ -190,7 +200,7 @@ func (s *server) grpcServer() grpcServer {
 	if s.cfg.GRPCServer == GRPCServerGo {
 		return grpc.NewServer(grpc.NumStreamWorkers(streamWorkers), grpc.ForceServerCodecV2(envoyrl.Codec{}))
 	}
-	return &unarygrpc.Server{Codec: envoyrl.Codec{}, Workers: streamWorkers}
+	return &unarygrpc.Server{Codec: envoyrl.Codec{}, Workers: streamWorkers, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
 }
 
 // serve runs every server until ctx ends, then stops them gracefully within
@@ -203,6 +213,10 @@ func (s *server) serve(ctx context.Context) error {
 	g := s.grpcServer()
 	ratelimiterv1.RegisterRateLimiterServer(g, &allowServer{s: s})
 	rlsv3.RegisterRateLimitServiceServer(g, envoyGRPC{s: s})
+	// Health checks, and server reflection so that grpcurl lists the
+	// services.
+	healthpb.RegisterHealthServer(g, health.NewServer())
+	reflection.Register(g)
 	hs := s.httpServer()
 	var ms *http.Server
 	if s.metricsLn != nil {
