@@ -13,6 +13,7 @@ import (
 
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
 	"google.golang.org/grpc"
@@ -106,7 +107,7 @@ func metricNames(expr parser.Expr) []string {
 		}
 		name := vs.Name
 		for _, m := range vs.LabelMatchers {
-			if m.Name == labels.MetricName && m.Type == labels.MatchEqual {
+			if m.Name == model.MetricNameLabel && m.Type == labels.MatchEqual {
 				name = m.Value
 			}
 		}

@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	github.com/costwise/batcher v0.0.0
 	github.com/envoyproxy/go-control-plane/envoy v1.40.0
+	github.com/prometheus/common v0.72.1
 	github.com/prometheus/prometheus v0.316.0
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12
@@ -32,7 +33,6 @@ require (
 	github.com/planetscale/vtprotobuf v0.6.1-0.20240319094008-0393e58bdf10 // indirect
 	github.com/prometheus/client_golang v1.25.0 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
-	github.com/prometheus/common v0.72.1 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
