@@ -3,6 +3,7 @@ package limit
 import (
 	"context"
 	"hash/maphash"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -270,7 +271,7 @@ func (m *Memory) allowRolling(t *table, sh *shard, key string, now, cost int64) 
 			return refusal(t.pr.limit), err
 		}
 		l = &rollingLog{}
-		sh.logs[key] = l
+		sh.logs[strings.Clone(key)] = l // a copy, as slots.insert keeps
 		sh.peak = max(sh.peak, len(sh.logs))
 	}
 	return t.pr.decideRolling(l, now, cost, 0, true), nil
