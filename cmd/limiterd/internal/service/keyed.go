@@ -112,6 +112,7 @@ func newKeyed(cfg Config, rdb redis.UniversalClient, m *metrics) (keyedLimiter, 
 			return nil, &ConfigError{File: cfg.file, Field: "backends.in_memory", Reason: err.Error()}
 		}
 		k.stop = cleanupLoop(mem, time.Duration(cfg.Backends.InMemory.EvictionTime)*time.Second)
+		m.memoryKeys("keyed", func() float64 { return float64(mem.Stats().Keys) })
 		base = mem
 	}
 	k.store, err = limit.WithFailurePolicy(base, limit.FailureOptions{

@@ -49,6 +49,7 @@ func (w *ruleWatcher) load() (changed bool, err error) {
 		return true, err
 	}
 	w.svc.SetRules(rules)
+	w.metrics.setDomains(rules.Domains())
 	w.metrics.reloads.WithLabelValues("success").Inc()
 	w.metrics.ruleFiles.Set(float64(len(files)))
 	return true, nil

@@ -10,12 +10,15 @@ import (
 	"net/http/pprof"
 	"strings"
 	"sync"
-	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/reflection"
 
 	ratelimiterv1 "github.com/costwise/batcher/api/ratelimiter/v1"
 	"github.com/costwise/batcher/cmd/limiterd/internal/http1"
@@ -36,13 +39,14 @@ type server struct {
 	rules   *ruleWatcher
 	headers httplimit.HeaderFormat
 	closers []func() error // in the order to close them
+	health  *health.Server // grpc.health.v1 on grpc-go's server: SERVING until the stop
 
-	httpLn, grpcLn, metricsLn net.Listener
+	httpLn, grpcLn, metricsLn, debugLn net.Listener
 }
 
 // newServer builds the stores and services of cfg and opens the listeners.
 func newServer(cfg Config) (_ *server, err error) {
-	s := &server{cfg: cfg, log: cfg.Log, metrics: newMetrics()}
+	s := &server{cfg: cfg, log: cfg.Log, metrics: newMetrics(int(cfg.Limits.MaxMetricSeries)), health: health.NewServer()}
 	defer func() {
 		if err != nil {
 			s.close()
@@ -93,11 +97,12 @@ func (s *server) buildEnvoy(rdb redis.UniversalClient) error {
 		}
 		store = fs
 	} else {
-		ms, err := envoyrl.NewMemoryStore(envoyrl.MemoryOptions{Shards: int(s.cfg.Backends.InMemory.ShardsCount)})
+		ms, err := envoyrl.NewMemoryStore(s.envoyMemoryOptions())
 		if err != nil {
 			return err
 		}
 		s.closers = append(s.closers, ms.Close)
+		s.metrics.memoryKeys("envoy", func() float64 { return float64(ms.Len()) })
 		store = ms
 	}
 	e := s.cfg.Envoy
@@ -106,6 +111,9 @@ func (s *server) buildEnvoy(rdb redis.UniversalClient) error {
 		ShadowMode:                 e.ShadowMode,
 		KeyPrefix:                  e.KeyPrefix,
 		Observer:                   envoyObserver{s.metrics},
+		MaxDescriptors:             int(s.cfg.Limits.MaxDescriptors),
+		MaxDescriptorEntries:       int(s.cfg.Limits.MaxDescriptorEntries),
+		MaxKeyBytes:                int(s.cfg.Limits.MaxKeyBytes),
 	})
 	dir := e.RulesDir
 	if dir == "" {
@@ -119,6 +127,13 @@ func (s *server) buildEnvoy(rdb redis.UniversalClient) error {
 	return err
 }
 
+// envoyMemoryOptions are the Envoy API's memory stores' options: as many
+// counters at most as the keyed limits hold keys (max_keys).
+func (s *server) envoyMemoryOptions() envoyrl.MemoryOptions {
+	m := s.cfg.Backends.InMemory
+	return envoyrl.MemoryOptions{Shards: int(m.ShardsCount), MaxCounters: int(m.MaxKeys)}
+}
+
 // envoyFallback wraps the Envoy API's Redis store in the failure policy:
 // after a failure Redis is left alone for a second, the calls failing at
 // once (fail_open, fail_closed) or counting in memory at the limits divided
@@ -126,11 +141,12 @@ func (s *server) buildEnvoy(rdb redis.UniversalClient) error {
 func (s *server) envoyFallback(primary envoyrl.Store) (envoyrl.Store, error) {
 	var local envoyrl.Store
 	if s.cfg.OnStoreFailure == "local_fallback" {
-		mem, err := envoyrl.NewMemoryStore(envoyrl.MemoryOptions{Shards: int(s.cfg.Backends.InMemory.ShardsCount)})
+		mem, err := envoyrl.NewMemoryStore(s.envoyMemoryOptions())
 		if err != nil {
 			return nil, err
 		}
 		s.closers = append(s.closers, mem.Close)
+		s.metrics.memoryKeys("envoy_fallback", func() float64 { return float64(mem.Len()) })
 		local = mem
 	}
 	return envoyrl.WithFallback(primary, local, envoyrl.FallbackOptions{
@@ -151,12 +167,17 @@ func (s *server) listen() (err error) {
 			return fmt.Errorf("limiterd: --metrics-addr: %w", err)
 		}
 	}
+	if addr := s.cfg.DebugAddr; addr != "" {
+		if s.debugLn, err = net.Listen("tcp", addr); err != nil {
+			return fmt.Errorf("limiterd: --debug-addr: %w", err)
+		}
+	}
 	return nil
 }
 
 // close releases the listeners and the stores.
 func (s *server) close() {
-	for _, ln := range []net.Listener{s.httpLn, s.grpcLn, s.metricsLn} {
+	for _, ln := range []net.Listener{s.httpLn, s.grpcLn, s.metricsLn, s.debugLn} {
 		if ln != nil {
 			ln.Close()
 		}
@@ -182,15 +203,65 @@ type grpcServer interface {
 	Stop()
 }
 
-// grpcServer makes the gRPC server --grpc-server names. Both read Envoy's
+// grpcServer makes the gRPC server --grpc-server names, with the limits
+// of the servers section (see the package doc's table). Both read Envoy's
 // requests and write their answers with envoyrl.Codec (a third less CPU
 // than the protobuf library for them), which leaves the other messages to
-// gRPC's default codec.
+// gRPC's default codec. grpc-go's server also serves server reflection and
+// grpc.health.v1, so that grpcurl can list and call the services.
 func (s *server) grpcServer() grpcServer {
+	c := s.cfg.Servers
 	if s.cfg.GRPCServer == GRPCServerGo {
-		return grpc.NewServer(grpc.NumStreamWorkers(streamWorkers), grpc.ForceServerCodecV2(envoyrl.Codec{}))
+		g := grpc.NewServer(
+			grpc.NumStreamWorkers(streamWorkers), grpc.ForceServerCodecV2(envoyrl.Codec{}),
+			grpc.MaxConcurrentStreams(uint32(c.GRPCMaxConcurrentStreams)),
+			grpc.MaxRecvMsgSize(int(c.GRPCMaxRecvMsgBytes)),
+			grpc.MaxHeaderListSize(uint32(s.cfg.Limits.MaxHeaderBytes)),
+			grpc.ConnectionTimeout(c.GRPCHandshakeTimeout),
+			grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
+				MinTime: c.GRPCKeepaliveMinTime, PermitWithoutStream: true,
+			}),
+			grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: c.GRPCMaxConnectionIdle}),
+		)
+		reflection.Register(g)
+		healthpb.RegisterHealthServer(g, s.health)
+		return g
 	}
-	return &unarygrpc.Server{Codec: envoyrl.Codec{}, Workers: streamWorkers}
+	return &unarygrpc.Server{
+		Codec:                envoyrl.Codec{},
+		Workers:              streamWorkers,
+		MaxConcurrentStreams: uint32(c.GRPCMaxConcurrentStreams),
+		MaxRecvMsgSize:       int(c.GRPCMaxRecvMsgBytes),
+		MaxHeaderListSize:    uint32(s.cfg.Limits.MaxHeaderBytes),
+		HandshakeTimeout:     c.GRPCHandshakeTimeout,
+	}
+}
+
+// debugServer serves /debug/pprof/ on --debug-addr.
+func (s *server) debugServer() *http.Server {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	srv := s.plainServer(mux)
+	srv.WriteTimeout = 0 // a CPU profile or a trace takes as long as it asks
+	return srv
+}
+
+// plainServer is a net/http server of handler with the servers section's
+// timeouts and header limit.
+func (s *server) plainServer(h http.Handler) *http.Server {
+	c := s.cfg.Servers
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: c.ReadHeaderTimeout,
+		ReadTimeout:       c.ReadTimeout,
+		WriteTimeout:      c.WriteTimeout,
+		IdleTimeout:       c.IdleTimeout,
+		MaxHeaderBytes:    int(s.cfg.Limits.MaxHeaderBytes),
+	}
 }
 
 // serve runs every server until ctx ends, then stops them gracefully within
@@ -204,16 +275,17 @@ func (s *server) serve(ctx context.Context) error {
 	ratelimiterv1.RegisterRateLimiterServer(g, &allowServer{s: s})
 	rlsv3.RegisterRateLimitServiceServer(g, envoyGRPC{s: s})
 	hs := s.httpServer()
-	var ms *http.Server
+	var ms, ds *http.Server
 	if s.metricsLn != nil {
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
-		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
-		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
-		ms = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		ms = s.plainServer(mux)
+	}
+	if s.debugLn != nil {
+		ds = s.debugServer()
 	}
 
-	errs := make(chan error, 3)
+	errs := make(chan error, 4)
 	var wg sync.WaitGroup
 	start := func(f func() error) {
 		wg.Add(1)
@@ -229,6 +301,9 @@ func (s *server) serve(ctx context.Context) error {
 	if ms != nil {
 		start(func() error { return ms.Serve(s.metricsLn) })
 	}
+	if ds != nil {
+		start(func() error { return ds.Serve(s.debugLn) })
+	}
 	if s.rules != nil {
 		wg.Add(1)
 		go func() { defer wg.Done(); s.rules.run(ctx, s.cfg.RulesInterval) }()
@@ -242,14 +317,15 @@ func (s *server) serve(ctx context.Context) error {
 	case err = <-errs:
 	}
 	cancel()
-	s.shutdown(g, hs, ms)
+	s.health.Shutdown()
+	s.shutdown(g, hs, ms, ds)
 	wg.Wait()
 	return err
 }
 
 // shutdown stops accepting calls and waits for those in flight, up to the
 // shutdown timeout, after which it cuts them.
-func (s *server) shutdown(g grpcServer, hs *http1.Server, ms *http.Server) {
+func (s *server) shutdown(g grpcServer, hs *http1.Server, others ...*http.Server) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 	defer cancel()
 	done := make(chan struct{})
@@ -257,9 +333,12 @@ func (s *server) shutdown(g grpcServer, hs *http1.Server, ms *http.Server) {
 	if err := hs.Shutdown(ctx); err != nil {
 		hs.Close()
 	}
-	if ms != nil {
-		if err := ms.Shutdown(ctx); err != nil {
-			ms.Close()
+	for _, o := range others {
+		if o == nil {
+			continue
+		}
+		if err := o.Shutdown(ctx); err != nil {
+			o.Close()
 		}
 	}
 	select {
@@ -278,6 +357,9 @@ func (s *server) logStart() {
 	}
 	if s.metricsLn != nil {
 		attrs = append(attrs, "metrics", s.metricsLn.Addr().String())
+	}
+	if s.debugLn != nil {
+		attrs = append(attrs, "debug", s.debugLn.Addr().String())
 	}
 	if s.cfg.Store == "redis" {
 		r := s.cfg.Backends.Redis
