@@ -2,13 +2,11 @@ package grpclimit
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 
-	"github.com/costwise/batcher/middleware/httplimit"
 	"github.com/costwise/batcher/middleware/internal/engine"
 )
 
@@ -50,13 +48,9 @@ type ClientInterceptor struct {
 	keys []KeyFunc
 }
 
-// NewClient returns the client interceptor for opts, or a
-// *httplimit.ConfigError.
+// NewClient returns the client interceptor for opts, or a *ConfigError.
 func NewClient(opts ClientOptions) (*ClientInterceptor, error) {
-	opts.Policies = append([]Policy(nil), opts.Policies...)
-	for i := range opts.Policies {
-		opts.Policies[i] = opts.Policies[i].named()
-	}
+	opts.Policies = named(opts.Policies)
 	c := &ClientInterceptor{opts: opts}
 	if c.opts.Cost == nil {
 		c.opts.Cost = CostTable(opts.Costs, 1)
@@ -67,29 +61,17 @@ func NewClient(opts ClientOptions) (*ClientInterceptor, error) {
 	if c.opts.Wait == nil {
 		c.opts.Wait = waitTimer
 	}
-	if len(opts.Policies) == 0 || len(opts.Policies) > engine.MaxPolicies {
-		return nil, &httplimit.ConfigError{Field: "Policies", Reason: fmt.Sprintf("%d policies, want 1 to %d", len(opts.Policies), engine.MaxPolicies)}
-	}
-	if opts.Store == nil {
-		return nil, &httplimit.ConfigError{Field: "Store", Reason: "a store is required"}
-	}
-	for i, p := range c.opts.Policies {
-		if !httplimit.ValidPolicyName(p.Name) {
-			return nil, &httplimit.ConfigError{Field: fmt.Sprintf("Policies[%d].Name", i), Reason: fmt.Sprintf("%q is not a non-empty printable ASCII name", p.Name)}
-		}
-		if err := p.validate(); err != nil {
-			return nil, &httplimit.ConfigError{Field: fmt.Sprintf("Policies[%d].Limit", i), Reason: err.Error()}
-		}
+	for _, p := range c.opts.Policies {
 		key := p.Key
 		if key == nil {
 			key = KeyMethod
 		}
 		c.keys = append(c.keys, key)
 	}
+	eo := engineOptions(c.opts.Policies, opts.Store, MetricsOptions{})
+	eo.Timeout, eo.Now = opts.StoreTimeout, c.opts.Now
 	var err error
-	c.eng, err = buildEngine(c.opts.Policies, opts.Store, httplimit.FailOpen, nil, 0, opts.StoreTimeout, 0, false,
-		nil, nil, httplimit.MetricsOptions{}, c.opts.Now)
-	if err != nil {
+	if c.eng, err = engine.Build(eo); err != nil {
 		return nil, err
 	}
 	return c, nil

@@ -6,8 +6,11 @@
 // API key from metadata, per tenant from the context, global), all or
 // nothing. A denied call fails with codes.ResourceExhausted and a
 // google.rpc.RetryInfo detail carrying the retry delay, which gRPC clients
-// and Google's API guidelines read; the rate-limit fields of package
-// httplimit go out as response metadata (ratelimit-policy, ratelimit,
+// and Google's API guidelines read; the rate-limit fields httplimit
+// writes as headers go out as response metadata (ratelimit-policy, ratelimit,
 // retry-after, ...). Store failures, shadow mode, the allow-list and the
-// Prometheus metrics work as in httplimit.
+// metrics work as in httplimit; the types the two share are package
+// limitcore's, named here too, so a gRPC service needs neither httplimit
+// nor, unless it masks peer addresses its own way (KeyPeer), limitcore. Package promlimit records the metrics on a Prometheus
+// registry.
 package grpclimit

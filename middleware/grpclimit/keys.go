@@ -2,16 +2,14 @@ package grpclimit
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"net/netip"
-	"strconv"
 	"strings"
 
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 
-	"github.com/costwise/batcher/middleware/httplimit"
+	"github.com/costwise/batcher/middleware/limitcore"
 )
 
 // KeyFunc returns the key a call spends under in one policy, from the
@@ -20,9 +18,6 @@ import (
 // means the policy does not apply to the call. A KeyFunc must be safe for
 // concurrent use.
 type KeyFunc func(ctx context.Context, fullMethod string) string
-
-// maxKeyPart caps keys taken from what callers send.
-const maxKeyPart = 512
 
 // KeyMetadata returns a KeyFunc that keys by the first value of the
 // incoming metadata entry name (an API key, a tenant), cut at 512 bytes; a
@@ -35,20 +30,18 @@ func KeyMetadata(name string) KeyFunc {
 		if len(v) == 0 {
 			return ""
 		}
-		if len(v[0]) > maxKeyPart {
-			return v[0][:maxKeyPart]
-		}
-		return v[0]
+		return limitcore.TruncateKey(v[0])
 	}
 }
 
 // KeyPeer returns a KeyFunc that keys by the address of the connection's
-// peer, masked as c masks addresses (IPv6 to /64 by default); nil c means
-// the zero httplimit.ClientIP. A peer that is not an IP address (a Unix
-// socket) gets its network address string.
-func KeyPeer(c *httplimit.ClientIP) KeyFunc {
+// peer, masked as c masks addresses (its IPv4Prefix and IPv6Prefix; IPv6 to
+// /64 by default; its proxy settings do not apply to gRPC); nil c means the
+// zero ClientIP. A peer that is not an IP address (a Unix socket) gets its
+// network address string.
+func KeyPeer(c *limitcore.ClientIP) KeyFunc {
 	if c == nil {
-		c = &httplimit.ClientIP{}
+		c = &limitcore.ClientIP{}
 	}
 	return func(ctx context.Context, _ string) string {
 		p, ok := peer.FromContext(ctx)
@@ -72,19 +65,7 @@ func KeyPeer(c *httplimit.ClientIP) KeyFunc {
 // formatted; anything else, or nothing, gives "".
 func KeyContext(ctxKey any) KeyFunc {
 	return func(ctx context.Context, _ string) string {
-		switch v := ctx.Value(ctxKey).(type) {
-		case string:
-			return v
-		case fmt.Stringer:
-			return v.String()
-		case int:
-			return strconv.Itoa(v)
-		case int64:
-			return strconv.FormatInt(v, 10)
-		case uint64:
-			return strconv.FormatUint(v, 10)
-		}
-		return ""
+		return limitcore.ContextKey(ctx.Value(ctxKey))
 	}
 }
 
@@ -108,7 +89,7 @@ func KeyJoin(fns ...KeyFunc) KeyFunc {
 				return ""
 			}
 			if i > 0 {
-				b.WriteByte('|')
+				b.WriteByte(limitcore.KeySeparator)
 			}
 			b.WriteString(k)
 		}

@@ -1,8 +1,6 @@
 package grpclimit
 
 import (
-	"time"
-
 	"github.com/costwise/batcher/limit"
 	"github.com/costwise/batcher/middleware/internal/engine"
 )
@@ -24,16 +22,12 @@ type Policy struct {
 	Limit limit.Policy
 }
 
-func (p Policy) named() Policy {
-	if p.Name == "" {
-		p.Name = p.Limit.Name
+// named returns a copy of ps, each policy's Name and Limit.Name agreeing.
+func named(ps []Policy) []Policy {
+	out := make([]Policy, len(ps))
+	for i, p := range ps {
+		p.Name, p.Limit = engine.Named(p.Name, p.Limit)
+		out[i] = p
 	}
-	p.Limit.Name = p.Name
-	return p
-}
-
-func (p Policy) validate() error { return p.Limit.Validate() }
-
-func (p Policy) quota() (int64, time.Duration) {
-	return p.Limit.Limit, engine.Window(p.Limit)
+	return out
 }

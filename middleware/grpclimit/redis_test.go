@@ -1,6 +1,7 @@
 package grpclimit_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -13,14 +14,14 @@ import (
 	"github.com/costwise/batcher/limit"
 	"github.com/costwise/batcher/limit/redislimit"
 	"github.com/costwise/batcher/middleware/grpclimit"
-	"github.com/costwise/batcher/middleware/httplimit"
+	"github.com/costwise/batcher/middleware/promlimit"
 )
 
 // With Redis stopped in the middle of the test, a fail-closed server
 // refuses calls with UNAVAILABLE and a RetryInfo, and a fail-open one
 // serves them; both count the outcome.
 func TestRedisStoppedFailClosedAndOpen(t *testing.T) {
-	for _, mode := range []httplimit.FailMode{httplimit.FailClosed, httplimit.FailOpen} {
+	for _, mode := range []grpclimit.FailMode{grpclimit.FailClosed, grpclimit.FailOpen} {
 		srv := redistest.StartServer(t)
 		store, err := redislimit.New(srv.Client(t), redislimit.Options{})
 		if err != nil {
@@ -29,7 +30,7 @@ func TestRedisStoppedFailClosedAndOpen(t *testing.T) {
 		reg := prometheus.NewRegistry()
 		c := serveHealth(t, grpclimit.Options{
 			Policies: []grpclimit.Policy{{Name: "per-peer", Limit: limit.FixedWindow(100, time.Hour)}},
-			Store:    store, OnStoreError: mode, FailClosedRetryAfter: 2 * time.Second, Registerer: reg,
+			Store:    store, OnStoreError: mode, FailClosedRetryAfter: 2 * time.Second, MetricsProvider: promlimit.New(reg),
 		})
 		if md, err := check(t, c); err != nil || first(md, "ratelimit") == "" {
 			t.Fatalf("mode %d, Redis up: %v %v", mode, err, md)
@@ -37,7 +38,7 @@ func TestRedisStoppedFailClosedAndOpen(t *testing.T) {
 		srv.Kill()
 		_, err = check(t, c)
 		result := "failed_open"
-		if mode == httplimit.FailClosed {
+		if mode == grpclimit.FailClosed {
 			result = "failed_closed"
 			if status.Code(err) != codes.Unavailable {
 				t.Fatalf("fail-closed with Redis down: %v, want Unavailable", err)
@@ -66,4 +67,50 @@ func decisionsCounter(t *testing.T, reg *prometheus.Registry, result string) pro
 		t.Fatalf("decisions counter not registered by the interceptor: %v", err)
 	}
 	return are.ExistingCollector.(*prometheus.CounterVec).WithLabelValues("per-peer", result)
+}
+
+// With Redis gone and the local fallback deciding, a peer over its limit
+// is refused whatever the place of its policy among the others (issue 24,
+// item 9).
+func TestRedisStoppedFallbackEveryPolicyOrder(t *testing.T) {
+	perPeer := grpclimit.Policy{Name: "per-peer", Limit: limit.FixedWindow(2, time.Hour)}
+	global := grpclimit.Policy{Name: "global", Limit: limit.FixedWindow(1000, time.Hour), Key: grpclimit.KeyConst("all")}
+	tenant := grpclimit.Policy{Name: "tenant", Limit: limit.FixedWindow(500, time.Hour), Key: grpclimit.KeyConst("t1")}
+	srv := redistest.StartServer(t)
+	store, err := redislimit.New(srv.Client(t), redislimit.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Kill()
+	for _, tc := range []struct {
+		name     string
+		policies []grpclimit.Policy
+	}{
+		{"per-peer first", []grpclimit.Policy{perPeer, global}},
+		{"per-peer last", []grpclimit.Policy{global, perPeer}},
+		{"per-peer first of three", []grpclimit.Policy{perPeer, global, tenant}},
+		{"per-peer second of three", []grpclimit.Policy{global, perPeer, tenant}},
+		{"per-peer last of three", []grpclimit.Policy{global, tenant, perPeer}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reg := prometheus.NewRegistry()
+			c := serveHealth(t, grpclimit.Options{Policies: tc.policies, Store: store,
+				OnStoreError: grpclimit.FailFallback, StoreTimeout: 500 * time.Millisecond, MetricsProvider: promlimit.New(reg)})
+			for i, want := range []codes.Code{codes.OK, codes.OK, codes.ResourceExhausted, codes.ResourceExhausted} {
+				md, err := check(t, c)
+				if status.Code(err) != want {
+					t.Fatalf("call %d: %v, want %v", i, err, want)
+				}
+				if rl := first(md, "ratelimit"); !strings.HasPrefix(rl, `"per-peer"`) {
+					t.Errorf("call %d: ratelimit %q, want the per-peer policy described", i, rl)
+				}
+				if d, ok := grpclimit.RetryDelay(err); want != codes.OK && (!ok || d <= 0) {
+					t.Errorf("call %d: RetryInfo %v %v, want a delay", i, d, ok)
+				}
+			}
+			if n := testutil.ToFloat64(decisionsCounter(t, reg, "failed_open")); n != 0 {
+				t.Errorf("failed_open decisions = %v, want 0", n)
+			}
+		})
+	}
 }

@@ -2,27 +2,25 @@ package grpclimit
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
 	"time"
 
-	prom "github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 
 	"github.com/costwise/batcher/limit"
-	"github.com/costwise/batcher/middleware/httplimit"
 	"github.com/costwise/batcher/middleware/internal/engine"
+	"github.com/costwise/batcher/middleware/limitcore"
 )
 
 // Default values of Options.
 const (
-	DefaultStoreTimeout         = httplimit.DefaultStoreTimeout
-	DefaultFailClosedRetryAfter = httplimit.DefaultFailClosedRetryAfter
-	DefaultNamespace            = "batcher"
+	DefaultStoreTimeout         = limitcore.DefaultStoreTimeout
+	DefaultFailClosedRetryAfter = limitcore.DefaultFailClosedRetryAfter
+	DefaultNamespace            = limitcore.DefaultNamespace
 	DefaultSubsystem            = "grpc_limit"
 )
 
@@ -42,11 +40,11 @@ type Options struct {
 	Costs map[string]int64
 	// Headers is the format of the rate-limit metadata; the default is the
 	// IETF draft's ratelimit-policy and ratelimit entries.
-	Headers httplimit.HeaderFormat
+	Headers HeaderFormat
 	// OnStoreError, Fallback, FallbackReplicas, StoreTimeout,
 	// FailClosedRetryAfter and OnStoreFailure work as in httplimit.Options;
 	// a fail-closed refusal is codes.Unavailable with a RetryInfo.
-	OnStoreError         httplimit.FailMode
+	OnStoreError         FailMode
 	Fallback             Store
 	FallbackReplicas     int
 	StoreTimeout         time.Duration
@@ -58,11 +56,20 @@ type Options struct {
 	// keys that are never limited.
 	AllowCIDRs []netip.Prefix
 	AllowKeys  []string
-	// Registerer receives the metrics (batcher_grpc_limit_*); nil
-	// registers none.
-	Registerer prom.Registerer
+	// MetricsProvider receives the metrics (batcher_grpc_limit_*); nil
+	// records none. promlimit.New(reg) records them on a Prometheus
+	// registry.
+	MetricsProvider MetricsProvider
 	// Metrics names the metrics.
-	Metrics httplimit.MetricsOptions
+	Metrics MetricsOptions
+	// Registerer is a prometheus.Registerer to record the metrics on, as
+	// MetricsProvider: promlimit.New(Registerer) does. It works only in a
+	// program that links package promlimit in; New returns a *ConfigError
+	// otherwise, and when MetricsProvider is set too.
+	//
+	// Deprecated: set MetricsProvider to promlimit.New(reg), which keeps
+	// Prometheus out of programs that do not use it.
+	Registerer any
 	// Now is the clock of the reset metadata and the latency histogram;
 	// nil means time.Now.
 	Now func() time.Time
@@ -73,17 +80,14 @@ type Interceptor struct {
 	opts     Options
 	eng      *engine.Engine
 	keys     []KeyFunc
-	statuses []httplimit.Status
+	statuses []limitcore.Status
 	allowKey map[string]struct{}
 }
 
-// New returns the interceptor for opts, or a *httplimit.ConfigError
-// naming the bad field.
+// New returns the interceptor for opts, or a *ConfigError naming the bad
+// field.
 func New(opts Options) (*Interceptor, error) {
-	opts.Policies = append([]Policy(nil), opts.Policies...)
-	for i := range opts.Policies {
-		opts.Policies[i] = opts.Policies[i].named()
-	}
+	opts.Policies = named(opts.Policies)
 	it := &Interceptor{opts: opts}
 	if it.opts.Now == nil {
 		it.opts.Now = time.Now
@@ -91,9 +95,7 @@ func New(opts Options) (*Interceptor, error) {
 	if it.opts.Cost == nil {
 		it.opts.Cost = CostTable(opts.Costs, 1)
 	}
-	if err := it.setPolicies(); err != nil {
-		return nil, err
-	}
+	it.setPolicies()
 	if len(opts.AllowKeys) > 0 {
 		it.allowKey = make(map[string]struct{}, len(opts.AllowKeys))
 		for _, k := range opts.AllowKeys {
@@ -107,64 +109,44 @@ func New(opts Options) (*Interceptor, error) {
 	return it, nil
 }
 
-func (it *Interceptor) setPolicies() error {
-	ps := it.opts.Policies
-	if len(ps) == 0 || len(ps) > engine.MaxPolicies {
-		return &httplimit.ConfigError{Field: "Policies", Reason: fmt.Sprintf("%d policies, want 1 to %d", len(ps), engine.MaxPolicies)}
-	}
-	seen := map[string]bool{}
-	for i, p := range ps {
-		field := fmt.Sprintf("Policies[%d]", i)
-		if !httplimit.ValidPolicyName(p.Name) || seen[p.Name] {
-			return &httplimit.ConfigError{Field: field + ".Name", Reason: fmt.Sprintf("%q is empty, not printable ASCII or used twice", p.Name)}
-		}
-		seen[p.Name] = true
-		if err := p.validate(); err != nil {
-			return &httplimit.ConfigError{Field: field + ".Limit", Reason: err.Error()}
-		}
+// setPolicies keeps the policies' keys and the constant part of their
+// statuses; build checks them.
+func (it *Interceptor) setPolicies() {
+	for _, p := range it.opts.Policies {
 		key := p.Key
 		if key == nil {
 			key = KeyPeer(nil)
 		}
-		_, window := p.quota()
 		it.keys = append(it.keys, key)
-		it.statuses = append(it.statuses, httplimit.Status{Policy: p.Name, Window: window})
+		it.statuses = append(it.statuses, limitcore.Status{Policy: p.Name, Window: engine.Window(p.Limit)})
 	}
-	return nil
 }
 
 func (it *Interceptor) build() (*engine.Engine, error) {
 	o := &it.opts
-	return buildEngine(o.Policies, o.Store, o.OnStoreError, o.Fallback, o.FallbackReplicas, o.StoreTimeout,
-		o.FailClosedRetryAfter, o.Shadow, o.OnStoreFailure, o.Registerer, o.Metrics, o.Now)
+	eo := engineOptions(o.Policies, o.Store, o.Metrics)
+	eo.Mode, eo.Fallback, eo.Replicas, eo.Timeout = o.OnStoreError, o.Fallback, o.FallbackReplicas, o.StoreTimeout
+	eo.FailRetry, eo.Shadow, eo.OnFailure, eo.Now = o.FailClosedRetryAfter, o.Shadow, o.OnStoreFailure, o.Now
+	eo.MetricsProvider, eo.Registerer = o.MetricsProvider, o.Registerer
+	return engine.Build(eo)
 }
 
-// buildEngine builds the engine of a server or client interceptor.
-func buildEngine(ps []Policy, store Store, mode httplimit.FailMode, fallback Store, replicas int, timeout,
-	failRetry time.Duration, shadow bool, onFailure func(error), reg prom.Registerer,
-	mopts httplimit.MetricsOptions, now func() time.Time) (*engine.Engine, error) {
+// engineOptions returns the engine options of a server or client
+// interceptor deciding ps on store, its metrics named by mo.
+func engineOptions(ps []Policy, store Store, mo MetricsOptions) engine.Options {
 	names := make([]string, len(ps))
 	limits := make([]limit.Policy, len(ps))
 	for i, p := range ps {
 		names[i], limits[i] = p.Name, p.Limit
 	}
-	mo := engine.MetricsOptions{Namespace: mopts.Namespace, Subsystem: mopts.Subsystem,
-		ConstLabels: mopts.ConstLabels, Buckets: mopts.Buckets}
 	if mo.Namespace == "" {
 		mo.Namespace = DefaultNamespace
 	}
 	if mo.Subsystem == "" {
 		mo.Subsystem = DefaultSubsystem
 	}
-	e, err := engine.Build(engine.Options{
-		Names: names, Limits: limits, Store: store, Mode: engine.FailMode(mode), Fallback: fallback,
-		Replicas: replicas, Timeout: timeout, DefaultTimeout: DefaultStoreTimeout, FailRetry: failRetry,
-		Shadow: shadow, OnFailure: onFailure, Registerer: reg, Metrics: mo, Now: now,
-	})
-	if fe, ok := err.(*engine.FieldError); ok {
-		return nil, &httplimit.ConfigError{Field: fe.Field, Reason: fe.Reason}
-	}
-	return e, err
+	return engine.Options{Package: "grpclimit", Names: names, Limits: limits, Store: store,
+		DefaultTimeout: DefaultStoreTimeout, MetricsNames: mo}
 }
 
 // Unary returns the unary server interceptor.
@@ -217,11 +199,11 @@ func (it *Interceptor) check(ctx context.Context, method string) (metadata.MD, e
 	h := http.Header{}
 	switch o.Action {
 	case engine.FailDenied:
-		httplimit.RetryAfter(h, o.RetryAfter)
+		limitcore.RetryAfter(h, o.RetryAfter)
 		return headerMD(h), UnavailableStatus(o.RetryAfter).Err()
 	case engine.Deny:
 		st := it.write(h, o)
-		httplimit.RetryAfter(h, o.RetryAfter)
+		limitcore.RetryAfter(h, o.RetryAfter)
 		return headerMD(h), ExhaustedStatus(o.RetryAfter, violated(st)...).Err()
 	}
 	if o.N == 0 {
@@ -232,19 +214,19 @@ func (it *Interceptor) check(ctx context.Context, method string) (metadata.MD, e
 }
 
 // write writes the rate-limit fields of o into h and returns the statuses.
-func (it *Interceptor) write(h http.Header, o *engine.Outcome) []httplimit.Status {
-	st := make([]httplimit.Status, o.N)
+func (it *Interceptor) write(h http.Header, o *engine.Outcome) []limitcore.Status {
+	st := make([]limitcore.Status, o.N)
 	for i := range o.Results[:o.N] {
 		r := &o.Results[i]
 		s := it.statuses[o.Policies[i]]
 		s.Limit, s.Remaining, s.Reset, s.Allowed, s.RetryAfter = r.Limit, r.Remaining, r.Reset, r.Allowed, r.RetryAfter
 		st[i] = s
 	}
-	httplimit.WriteHeaders(h, it.opts.Headers, it.opts.Now(), st...)
+	limitcore.WriteHeaders(h, it.opts.Headers, it.opts.Now(), st...)
 	return st
 }
 
-func violated(st []httplimit.Status) []string {
+func violated(st []limitcore.Status) []string {
 	var out []string
 	for _, s := range st {
 		if !s.Allowed {

@@ -11,7 +11,7 @@ import (
 	"google.golang.org/protobuf/protoadapt"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/costwise/batcher/middleware/httplimit"
+	"github.com/costwise/batcher/middleware/limitcore"
 )
 
 // ExhaustedStatus returns the status of a call denied by policies:
@@ -34,7 +34,7 @@ func ExhaustedStatus(retry time.Duration, policies ...string) *status.Status {
 	}
 	details := []protoadapt.MessageV1{qf}
 	if retry > 0 {
-		d := time.Duration(httplimit.Seconds(retry)) * time.Second
+		d := time.Duration(limitcore.Seconds(retry)) * time.Second
 		details = append([]protoadapt.MessageV1{&errdetails.RetryInfo{RetryDelay: durationpb.New(d)}}, details...)
 	}
 	if withDetails, err := st.WithDetails(details...); err == nil {
@@ -48,7 +48,7 @@ func ExhaustedStatus(retry time.Duration, policies ...string) *status.Status {
 // RetryInfo of retry.
 func UnavailableStatus(retry time.Duration) *status.Status {
 	st := status.New(codes.Unavailable, "grpclimit: rate limit store unavailable")
-	d := time.Duration(httplimit.Seconds(retry)) * time.Second
+	d := time.Duration(limitcore.Seconds(retry)) * time.Second
 	if withDetails, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(d)}); err == nil {
 		return withDetails
 	}

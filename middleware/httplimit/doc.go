@@ -21,5 +21,11 @@
 // The header formatting (HeaderFormat, WriteHeaders, PolicyField,
 // RateLimitField, RetryAfter) and the problem bodies (Problem,
 // WriteProblem) are exported for services that answer rate-limit questions
-// themselves.
+// themselves. The failure modes, header formats, client addresses and
+// metrics options are package limitcore's, shared with package grpclimit,
+// and named here too.
+//
+// Metrics go to Options.MetricsProvider; package promlimit records them on
+// a Prometheus registry (MetricsProvider: promlimit.New(reg)), so that this
+// package does not depend on the Prometheus client.
 package httplimit

@@ -1,10 +1,11 @@
 package httplimit
 
 import (
-	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/costwise/batcher/middleware/limitcore"
 )
 
 // KeyFunc returns the key a request spends under in one policy: the client
@@ -36,17 +37,8 @@ func KeyHeader(name string) KeyFunc {
 		if len(v) == 0 {
 			return ""
 		}
-		return truncate(v[0], maxKeyPart)
+		return limitcore.TruncateKey(v[0])
 	}
-}
-
-const maxKeyPart = 512
-
-func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n]
-	}
-	return s
 }
 
 // KeyContext returns a KeyFunc that keys by the value that ctxKey holds in
@@ -56,19 +48,7 @@ func truncate(s string, n int) string {
 // of another type, gives "".
 func KeyContext(ctxKey any) KeyFunc {
 	return func(r *http.Request) string {
-		switch v := r.Context().Value(ctxKey).(type) {
-		case string:
-			return v
-		case fmt.Stringer:
-			return v.String()
-		case int:
-			return strconv.Itoa(v)
-		case int64:
-			return strconv.FormatInt(v, 10)
-		case uint64:
-			return strconv.FormatUint(v, 10)
-		}
-		return ""
+		return limitcore.ContextKey(r.Context().Value(ctxKey))
 	}
 }
 
@@ -81,7 +61,7 @@ func KeyRoute(r *http.Request) string {
 	if r.Pattern != "" {
 		return r.Pattern
 	}
-	return r.Method + " " + truncate(r.URL.Path, maxKeyPart)
+	return r.Method + " " + limitcore.TruncateKey(r.URL.Path)
 }
 
 // KeyConst returns a KeyFunc that gives every request the key k: a global
@@ -103,7 +83,7 @@ func KeyJoin(fns ...KeyFunc) KeyFunc {
 				return ""
 			}
 			if i > 0 {
-				b.WriteByte('|')
+				b.WriteByte(limitcore.KeySeparator)
 			}
 			b.WriteString(k)
 		}

@@ -2,42 +2,20 @@ package httplimit
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"net/netip"
 	"time"
 
-	prom "github.com/prometheus/client_golang/prometheus"
-
 	"github.com/costwise/batcher/limit"
 	"github.com/costwise/batcher/middleware/internal/engine"
-)
-
-// FailMode says what the middleware does with a request when the limit
-// store fails (an error, or no answer within Options.StoreTimeout).
-type FailMode int
-
-const (
-	// FailOpen admits the request without rate-limit headers; the failure
-	// is counted (result "failed_open") and reported to
-	// Options.OnStoreFailure.
-	// It is the default: a limiter outage should not become an outage of
-	// the service it protects.
-	FailOpen FailMode = iota
-	// FailClosed refuses the request with 503 Service Unavailable,
-	// Retry-After (Options.FailClosedRetryAfter) and a problem body.
-	FailClosed
-	// FailFallback decides the request locally, on Options.Fallback at
-	// each limit divided by Options.FallbackReplicas (package limit's
-	// local fallback), until the store answers again.
-	FailFallback
+	"github.com/costwise/batcher/middleware/limitcore"
 )
 
 // Default values of Options.
 const (
-	DefaultStoreTimeout         = 100 * time.Millisecond
-	DefaultFailClosedRetryAfter = time.Second
-	DefaultNamespace            = "batcher"
+	DefaultStoreTimeout         = limitcore.DefaultStoreTimeout
+	DefaultFailClosedRetryAfter = limitcore.DefaultFailClosedRetryAfter
+	DefaultNamespace            = limitcore.DefaultNamespace
 	DefaultSubsystem            = "http_limit"
 )
 
@@ -96,42 +74,28 @@ type Options struct {
 	// problem+json body. The rate-limit fields and Retry-After are already
 	// set on its ResponseWriter, and DenialFromContext gives the details.
 	DeniedHandler http.Handler
-	// Registerer receives the middleware's metrics; nil registers none.
-	// Middlewares sharing a registry share the metrics (told apart by the
-	// policy label), unless Metrics.ConstLabels differ.
-	Registerer prom.Registerer
+	// MetricsProvider receives the middleware's metrics; nil records none.
+	// promlimit.New(reg) records them on a Prometheus registry: middlewares
+	// sharing a registry share the metrics (told apart by the policy
+	// label), unless Metrics.ConstLabels differ.
+	MetricsProvider MetricsProvider
 	// Metrics names the metrics; the zero value gives
 	// batcher_http_limit_decisions_total{policy,result},
 	// batcher_http_limit_decision_duration_seconds and
 	// batcher_http_limit_store_errors_total.
 	Metrics MetricsOptions
+	// Registerer is a prometheus.Registerer to record the metrics on, as
+	// MetricsProvider: promlimit.New(Registerer) does. It works only in a
+	// program that links package promlimit in (imports it anywhere); New
+	// returns a *ConfigError otherwise, and when MetricsProvider is set too.
+	//
+	// Deprecated: set MetricsProvider to promlimit.New(reg), which keeps
+	// Prometheus out of programs that do not use it.
+	Registerer any
 	// Now is the clock of the rate-limit headers and of the latency
 	// histogram; nil means time.Now. The limits themselves run on the
 	// store's clock.
 	Now func() time.Time
-}
-
-// MetricsOptions names a middleware's metrics.
-type MetricsOptions struct {
-	// Namespace and Subsystem prefix the metric names; empty means
-	// DefaultNamespace and DefaultSubsystem.
-	Namespace, Subsystem string
-	// ConstLabels are added to every metric.
-	ConstLabels prom.Labels
-	// Buckets are the latency histogram's upper bounds in seconds; nil
-	// means 50 µs to 1.6 s, doubling.
-	Buckets []float64
-}
-
-// ConfigError reports an invalid Options field.
-type ConfigError struct {
-	Field  string // the Options field, such as "Policies[1].Name"
-	Reason string
-}
-
-// Error returns "httplimit: invalid FIELD: REASON".
-func (e *ConfigError) Error() string {
-	return fmt.Sprintf("httplimit: invalid %s: %s", e.Field, e.Reason)
 }
 
 // Middleware applies rate-limit policies to HTTP requests. It is safe for
@@ -156,11 +120,9 @@ func New(opts Options) (*Middleware, error) {
 		m.ip = &ClientIP{}
 	}
 	if err := m.ip.Validate(); err != nil {
-		return nil, &ConfigError{Field: "ClientIP", Reason: err.Error()}
+		return nil, &ConfigError{Field: "ClientIP", Reason: err.Error(), Package: "httplimit"}
 	}
-	if err := m.setPolicies(); err != nil {
-		return nil, err
-	}
+	m.setPolicies()
 	if m.opts.Cost == nil {
 		m.opts.Cost = CostOne
 	}
@@ -181,44 +143,25 @@ func New(opts Options) (*Middleware, error) {
 	return m, nil
 }
 
-// setPolicies checks the policies and keeps their constant parts.
-func (m *Middleware) setPolicies() error {
-	ps := m.opts.Policies
-	if len(ps) == 0 {
-		return &ConfigError{Field: "Policies", Reason: "at least one policy is required"}
-	}
-	if len(ps) > engine.MaxPolicies {
-		return &ConfigError{Field: "Policies", Reason: fmt.Sprintf("%d policies, at most %d", len(ps), engine.MaxPolicies)}
-	}
-	seen := map[string]bool{}
-	for i := range ps {
-		ps[i] = ps[i].named()
-		p := ps[i]
-		field := fmt.Sprintf("Policies[%d]", i)
-		if !ValidPolicyName(p.Name) {
-			return &ConfigError{Field: field + ".Name", Reason: fmt.Sprintf("%q is not a non-empty printable ASCII name", p.Name)}
-		}
-		if seen[p.Name] {
-			return &ConfigError{Field: field + ".Name", Reason: fmt.Sprintf("%q is used twice", p.Name)}
-		}
-		seen[p.Name] = true
-		if err := p.validate(); err != nil {
-			return &ConfigError{Field: field + ".Limit", Reason: err.Error()}
-		}
+// setPolicies names the policies and keeps their constant parts; build
+// checks them.
+func (m *Middleware) setPolicies() {
+	for i := range m.opts.Policies {
+		p := &m.opts.Policies[i]
+		p.Name, p.Limit = engine.Named(p.Name, p.Limit)
 		key := p.Key
 		if key == nil {
 			key = m.ip.Key
 		}
-		quota, window := p.quota()
+		quota, window := p.Limit.Limit, engine.Window(p.Limit)
 		m.keys = append(m.keys, key)
 		m.policyHV = append(m.policyHV, PolicyField(p.Name, quota, window))
 		m.quotas = append(m.quotas, quota)
 		m.statuses = append(m.statuses, Status{Policy: p.Name, Window: window})
 	}
-	return nil
 }
 
-// build builds the engine from the options.
+// build checks the options and builds the engine.
 func (m *Middleware) build() (*engine.Engine, error) {
 	o := &m.opts
 	names := make([]string, len(o.Policies))
@@ -226,24 +169,20 @@ func (m *Middleware) build() (*engine.Engine, error) {
 	for i, p := range o.Policies {
 		names[i], limits[i] = p.Name, p.Limit
 	}
-	mo := engine.MetricsOptions{Namespace: o.Metrics.Namespace, Subsystem: o.Metrics.Subsystem,
-		ConstLabels: o.Metrics.ConstLabels, Buckets: o.Metrics.Buckets}
+	mo := o.Metrics
 	if mo.Namespace == "" {
 		mo.Namespace = DefaultNamespace
 	}
 	if mo.Subsystem == "" {
 		mo.Subsystem = DefaultSubsystem
 	}
-	e, err := engine.Build(engine.Options{
-		Names: names, Limits: limits, Store: o.Store, Mode: engine.FailMode(o.OnStoreError),
+	return engine.Build(engine.Options{
+		Package: "httplimit", Names: names, Limits: limits, Store: o.Store, Mode: o.OnStoreError,
 		Fallback: o.Fallback, Replicas: o.FallbackReplicas, Timeout: o.StoreTimeout,
 		DefaultTimeout: DefaultStoreTimeout, FailRetry: o.FailClosedRetryAfter, Shadow: o.Shadow,
-		OnFailure: o.OnStoreFailure, Registerer: o.Registerer, Metrics: mo, Now: o.Now,
+		OnFailure: o.OnStoreFailure, MetricsProvider: o.MetricsProvider, Registerer: o.Registerer,
+		MetricsNames: mo, Now: o.Now,
 	})
-	if fe, ok := err.(*engine.FieldError); ok {
-		return nil, &ConfigError{Field: fe.Field, Reason: fe.Reason}
-	}
-	return e, err
 }
 
 // Handler returns next wrapped by the middleware; its signature is the
@@ -313,13 +252,12 @@ func (m *Middleware) writeHeaders(h http.Header, o *engine.Outcome) {
 	if o.N == 0 || m.opts.Headers == HeaderNone {
 		return
 	}
-	best, bestPolicy := Status{}, -1
+	var st [engine.MaxPolicies]Status
 	for i := range o.Results[:o.N] {
-		s := m.status(o, i)
-		if bestPolicy < 0 || closer(&s, &best) {
-			best, bestPolicy = s, o.Policies[i]
-		}
+		st[i] = m.status(o, i)
 	}
+	i := Closest(st[:o.N])
+	best, bestPolicy := &st[i], o.Policies[i]
 	var now time.Time
 	if m.opts.Headers == HeaderX { // the only format that needs the time
 		now = m.opts.Now()
@@ -328,7 +266,7 @@ func (m *Middleware) writeHeaders(h http.Header, o *engine.Outcome) {
 	if best.Limit != m.quotas[bestPolicy] { // a fallback's share, say: say what is enforced
 		policy = PolicyField(best.Policy, best.Limit, best.Window)
 	}
-	writeStatus(h, m.opts.Headers, now, &best, policy)
+	limitcore.WriteStatus(h, m.opts.Headers, now, best, policy)
 }
 
 // status returns the Status of the i-th applied policy of o.

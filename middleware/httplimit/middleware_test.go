@@ -2,6 +2,7 @@ package httplimit_test
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/costwise/batcher/limit"
 	"github.com/costwise/batcher/middleware/httplimit"
+	"github.com/costwise/batcher/middleware/promlimit"
 )
 
 func TestDeniedAfterQuotaWithHeadersAndProblem(t *testing.T) {
@@ -189,13 +191,30 @@ func TestSeveralPoliciesAllOrNothing(t *testing.T) {
 	}
 }
 
+// The metrics come out the same through promlimit's provider and through
+// the deprecated Registerer option (which promlimit, linked into this test,
+// serves).
 func TestShadowModeAndMetrics(t *testing.T) {
-	clk := newFakeClock()
-	reg := prometheus.NewRegistry()
-	ts := serve(t, httplimit.Options{
-		Policies: []httplimit.Policy{{Name: "per-ip", Limit: limit.GCRA(limit.PerMinute(1), 1)}},
-		Store:    memStore(t, clk), Now: clk.Now, Shadow: true, Registerer: reg,
-	})
+	for _, how := range []string{"MetricsProvider", "Registerer"} {
+		t.Run(how, func(t *testing.T) {
+			clk := newFakeClock()
+			reg := prometheus.NewRegistry()
+			opts := httplimit.Options{
+				Policies: []httplimit.Policy{{Name: "per-ip", Limit: limit.GCRA(limit.PerMinute(1), 1)}},
+				Store:    memStore(t, clk), Now: clk.Now, Shadow: true,
+			}
+			if how == "Registerer" {
+				opts.Registerer = reg // deprecated, still served
+			} else {
+				opts.MetricsProvider = promlimit.New(reg)
+			}
+			checkShadowMetrics(t, serve(t, opts), reg)
+		})
+	}
+}
+
+func checkShadowMetrics(t *testing.T, ts *httptest.Server, reg *prometheus.Registry) {
+	t.Helper()
 	for i := 0; i < 3; i++ {
 		res := get(t, ts)
 		if res.code != 200 {

@@ -1,10 +1,7 @@
 package httplimit
 
 import (
-	"time"
-
 	"github.com/costwise/batcher/limit"
-	"github.com/costwise/batcher/middleware/internal/engine"
 )
 
 // Store is the store the limits are decided on: limit's in-memory store,
@@ -27,21 +24,4 @@ type Policy struct {
 	// Limit is the algorithm and its parameters, such as
 	// limit.GCRA(limit.PerMinute(100), 20).
 	Limit limit.Policy
-}
-
-// named returns p with Name and Limit.Name agreeing.
-func (p Policy) named() Policy {
-	if p.Name == "" {
-		p.Name = p.Limit.Name
-	}
-	p.Limit.Name = p.Name
-	return p
-}
-
-// validate checks the limit.
-func (p Policy) validate() error { return p.Limit.Validate() }
-
-// quota returns what RateLimit-Policy says of p: the quota and its window.
-func (p Policy) quota() (int64, time.Duration) {
-	return p.Limit.Limit, engine.Window(p.Limit)
 }

@@ -16,6 +16,11 @@ const (
 	BlankType         = "about:blank"
 )
 
+const (
+	fieldContentType = "Content-Type"
+	problemMediaType = "application/problem+json"
+)
+
 // Problem is an RFC 9457 problem-details object, as the middleware writes it
 // in application/problem+json bodies.
 type Problem struct {

@@ -12,6 +12,7 @@ import (
 	"github.com/costwise/batcher/limit"
 	"github.com/costwise/batcher/limit/redislimit"
 	"github.com/costwise/batcher/middleware/httplimit"
+	"github.com/costwise/batcher/middleware/promlimit"
 )
 
 // redisOptions returns middleware options on a Redis store of a
@@ -31,7 +32,7 @@ func redisOptions(t *testing.T, mode httplimit.FailMode) (*redistest.Server, htt
 		FallbackReplicas:     2,
 		StoreTimeout:         500 * time.Millisecond,
 		FailClosedRetryAfter: 1500 * time.Millisecond,
-		Registerer:           reg,
+		MetricsProvider:      promlimit.New(reg),
 	}, reg
 }
 
@@ -171,5 +172,53 @@ func TestRedisPausedTimeout(t *testing.T) {
 	}
 	if n := decisions(t, reg, "failed_open"); n != 1 {
 		t.Errorf("failed_open = %v", n)
+	}
+}
+
+// With Redis gone and the local fallback deciding, a client over its
+// per-IP limit is refused whatever the place of that policy among the
+// others, with two policies or three (issue 24, item 9: with the per-IP
+// policy first, the third request used to be admitted as failed_open).
+func TestRedisStoppedFallbackEveryPolicyOrder(t *testing.T) {
+	perIP := httplimit.Policy{Name: "per-ip", Limit: limit.FixedWindow(2, time.Hour)}
+	global := httplimit.Policy{Name: "global", Limit: limit.FixedWindow(1000, time.Hour), Key: httplimit.KeyConst("all")}
+	tenant := httplimit.Policy{Name: "tenant", Limit: limit.FixedWindow(500, time.Hour), Key: httplimit.KeyConst("t1")}
+	srv := redistest.StartServer(t)
+	store, err := redislimit.New(srv.Client(t), redislimit.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Kill()
+	for _, tc := range []struct {
+		name     string
+		policies []httplimit.Policy
+	}{
+		{"per-ip first", []httplimit.Policy{perIP, global}},
+		{"per-ip last", []httplimit.Policy{global, perIP}},
+		{"per-ip first of three", []httplimit.Policy{perIP, global, tenant}},
+		{"per-ip second of three", []httplimit.Policy{global, perIP, tenant}},
+		{"per-ip last of three", []httplimit.Policy{global, tenant, perIP}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reg := prometheus.NewRegistry()
+			ts := serve(t, httplimit.Options{Policies: tc.policies, Store: store, OnStoreError: httplimit.FailFallback,
+				StoreTimeout: 500 * time.Millisecond, MetricsProvider: promlimit.New(reg)})
+			for i, want := range []int{200, 200, 429, 429} {
+				res := get(t, ts)
+				if res.code != want {
+					t.Fatalf("request %d: %d, want %d", i, res.code, want)
+				}
+				d := parseDraft(t, res)
+				if d.policy != "per-ip" || d.q != 2 {
+					t.Errorf("request %d: headers describe %q with quota %d, want per-ip with 2", i, d.policy, d.q)
+				}
+				if want == 429 && !d.hasRetryAfter {
+					t.Errorf("request %d: 429 without Retry-After", i)
+				}
+			}
+			if n := decisions(t, reg, "failed_open"); n != 0 {
+				t.Errorf("failed_open decisions = %v, want 0: the fallback decided every request", n)
+			}
+		})
 	}
 }

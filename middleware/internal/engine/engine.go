@@ -9,6 +9,8 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/costwise/batcher/middleware/limitcore"
 )
 
 // MaxPolicies is the most policies one middleware decides per request;
@@ -33,12 +35,12 @@ type Backend interface {
 }
 
 // FailMode is what happens to a request when the store fails.
-type FailMode int
+type FailMode = limitcore.FailMode
 
 const (
-	FailOpen     FailMode = iota // admit the request, counted
-	FailClosed                   // refuse it with 503 (or UNAVAILABLE)
-	FailFallback                 // decide it on the fallback backend
+	FailOpen     = limitcore.FailOpen     // admit the request, counted
+	FailClosed   = limitcore.FailClosed   // refuse it with 503 (or UNAVAILABLE)
+	FailFallback = limitcore.FailFallback // decide it on the fallback backend
 )
 
 // Action is what the frontend must do with the request.
@@ -84,7 +86,7 @@ type Config struct {
 	// FailRetry is the Retry-After of a fail-closed refusal.
 	FailRetry time.Duration
 	Shadow    bool
-	Metrics   *Metrics // nil: not counted
+	Recorder  limitcore.Recorder // nil: not counted
 	Now       func() time.Time
 
 	// failuresCounted: the store's failure policy counts its failures
@@ -129,9 +131,9 @@ func (e *Engine) Decide(ctx context.Context, keys []string, cost int64, o *Outco
 		o.Action = Allow
 		return
 	}
-	if e.c.Metrics != nil {
+	if e.c.Recorder != nil {
 		start := e.c.Now()
-		defer func() { e.c.Metrics.observe(e.c.Now().Sub(start)) }()
+		defer func() { e.c.Recorder.Duration(e.c.Now().Sub(start)) }()
 	}
 	err := e.decide(ctx, e.c.Backend, o.Policies[:n], ks[:n], cost, o.Results[:n])
 	if err == nil {
@@ -141,7 +143,7 @@ func (e *Engine) Decide(ctx context.Context, keys []string, cost int64, o *Outco
 	var dec *Decided
 	decided := errors.As(err, &dec)
 	if ctx.Err() == nil && !(decided && e.c.failuresCounted) { // a caller that went away is no store failure
-		e.c.Metrics.storeError()
+		e.storeError()
 	}
 	o.Err = err
 	if decided { // the store's own failure policy decided
@@ -174,15 +176,13 @@ func (e *Engine) decide(ctx context.Context, b Backend, ps []int, ks []string, c
 
 // failed sets o for a store failure the fallback did not cover.
 func (e *Engine) failed(o *Outcome, mode FailMode) {
-	result := resultFailedOpen
+	result := limitcore.ResultFailedOpen
 	o.Action = Allow
 	if mode == FailClosed {
-		result = resultFailedClosed
+		result = limitcore.ResultFailedClosed
 		o.Action, o.RetryAfter = FailDenied, e.c.FailRetry
 	}
-	for _, p := range o.Policies[:o.N] {
-		e.c.Metrics.count(p, result)
-	}
+	e.countAll(o, result)
 	o.N = 0
 }
 
@@ -204,13 +204,13 @@ func (e *Engine) settle(o *Outcome) {
 	switch {
 	case !denied:
 		o.Action = Allow
-		e.countAll(o, resultAllowed)
+		e.countAll(o, limitcore.ResultAllowed)
 	case e.c.Shadow:
 		o.Action, o.Shadow = Allow, true
-		e.countAll(o, resultShadowDenied)
+		e.countAll(o, limitcore.ResultShadowDenied)
 	default:
 		o.Action = Deny
-		e.countAll(o, resultDenied)
+		e.countAll(o, limitcore.ResultDenied)
 	}
 }
 
@@ -228,9 +228,19 @@ func (e *Engine) hasNever(o *Outcome) bool {
 // countAll counts one decision per applied policy. Policies that admitted a
 // request that another denied are counted under the request's result: the
 // request was not served, so nothing was spent on them either.
-func (e *Engine) countAll(o *Outcome, result int) {
+func (e *Engine) countAll(o *Outcome, result limitcore.Result) {
+	if e.c.Recorder == nil {
+		return
+	}
 	for _, p := range o.Policies[:o.N] {
-		e.c.Metrics.count(p, result)
+		e.c.Recorder.Decision(p, result)
+	}
+}
+
+// storeError counts a store failure.
+func (e *Engine) storeError() {
+	if e.c.Recorder != nil {
+		e.c.Recorder.StoreError()
 	}
 }
 

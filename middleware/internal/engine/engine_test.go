@@ -3,11 +3,13 @@ package engine
 import (
 	"context"
 	"errors"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
-	prom "github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/costwise/batcher/limit"
+	"github.com/costwise/batcher/middleware/limitcore"
 )
 
 // scripted is a Backend that answers with fixed results or a fixed error,
@@ -45,27 +47,23 @@ func TestEngineOutcomes(t *testing.T) {
 		action   Action
 		retry    time.Duration
 		shadow   bool
-		result   string // counted for each applied policy
+		result   limitcore.Result // counted for each applied policy
 	}{
-		{"all allow", Config{}, []Result{allow, allow}, nil, nil, Allow, 0, false, "allowed"},
-		{"one denies", Config{}, []Result{allow, deny(3 * time.Second)}, nil, nil, Deny, 3 * time.Second, false, "denied"},
-		{"longest retry wins", Config{}, []Result{deny(time.Second), deny(5 * time.Second)}, nil, nil, Deny, 5 * time.Second, false, "denied"},
-		{"never admits: no retry", Config{}, []Result{deny(0), deny(5 * time.Second)}, nil, nil, Deny, 0, false, "denied"},
-		{"shadow", Config{Shadow: true}, []Result{allow, deny(time.Second)}, nil, nil, Allow, time.Second, true, "shadow_denied"},
-		{"fail open", Config{}, nil, errStore, nil, Allow, 0, false, "failed_open"},
-		{"fail closed", Config{Mode: FailClosed, FailRetry: 2 * time.Second}, nil, errStore, nil, FailDenied, 2 * time.Second, false, "failed_closed"},
-		{"fallback decides", Config{Mode: FailFallback}, nil, errStore, &scripted{results: []Result{allow, deny(time.Second)}}, Deny, time.Second, false, "denied"},
-		{"fallback fails too", Config{Mode: FailFallback}, nil, errStore, &scripted{err: errStore}, Allow, 0, false, "failed_open"},
+		{"all allow", Config{}, []Result{allow, allow}, nil, nil, Allow, 0, false, limitcore.ResultAllowed},
+		{"one denies", Config{}, []Result{allow, deny(3 * time.Second)}, nil, nil, Deny, 3 * time.Second, false, limitcore.ResultDenied},
+		{"longest retry wins", Config{}, []Result{deny(time.Second), deny(5 * time.Second)}, nil, nil, Deny, 5 * time.Second, false, limitcore.ResultDenied},
+		{"never admits: no retry", Config{}, []Result{deny(0), deny(5 * time.Second)}, nil, nil, Deny, 0, false, limitcore.ResultDenied},
+		{"shadow", Config{Shadow: true}, []Result{allow, deny(time.Second)}, nil, nil, Allow, time.Second, true, limitcore.ResultShadowDenied},
+		{"fail open", Config{}, nil, errStore, nil, Allow, 0, false, limitcore.ResultFailedOpen},
+		{"fail closed", Config{Mode: FailClosed, FailRetry: 2 * time.Second}, nil, errStore, nil, FailDenied, 2 * time.Second, false, limitcore.ResultFailedClosed},
+		{"fallback decides", Config{Mode: FailFallback}, nil, errStore, &scripted{results: []Result{allow, deny(time.Second)}}, Deny, time.Second, false, limitcore.ResultDenied},
+		{"fallback fails too", Config{Mode: FailFallback}, nil, errStore, &scripted{err: errStore}, Allow, 0, false, limitcore.ResultFailedOpen},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			reg := prom.NewRegistry()
-			m, err := NewMetrics(reg, MetricsOptions{Namespace: "t"}, []string{"a", "b"})
-			if err != nil {
-				t.Fatal(err)
-			}
+			rec := &countingRecorder{}
 			b := &scripted{results: tc.results, err: tc.err}
 			cfg := tc.cfg
-			cfg.Policies, cfg.Backend, cfg.Metrics = []string{"a", "b"}, b, m
+			cfg.Policies, cfg.Backend, cfg.Recorder = []string{"a", "b"}, b, rec
 			if tc.fallback != nil {
 				cfg.Fallback = tc.fallback
 			}
@@ -81,34 +79,49 @@ func TestEngineOutcomes(t *testing.T) {
 			if (tc.err != nil) != (o.Err != nil) {
 				t.Errorf("Err = %v", o.Err)
 			}
-			for _, p := range []string{"a", "b"} {
-				got := testutil.ToFloat64(counter(t, reg, p, tc.result))
-				if got != 1 {
-					t.Errorf("decisions{policy=%s,result=%s} = %v, want 1", p, tc.result, got)
+			for p := range 2 {
+				if got := rec.decisions[p][tc.result]; got != 1 {
+					t.Errorf("policy %d counted %d %v, want 1", p, got, tc.result)
 				}
 			}
-			errs := 0.0
+			errs := 0
 			if tc.err != nil {
 				errs = 1
 			}
-			if got := testutil.ToFloat64(m.storeErrs); got != errs {
-				t.Errorf("store errors = %v, want %v", got, errs)
+			if rec.storeErrors != errs {
+				t.Errorf("store errors = %d, want %d", rec.storeErrors, errs)
+			}
+			if rec.durations != 1 {
+				t.Errorf("%d durations observed, want 1", rec.durations)
 			}
 		})
 	}
 }
 
-// counter returns the decisions counter of policy and result on reg.
-func counter(t *testing.T, reg *prom.Registry, policy, result string) prom.Collector {
-	t.Helper()
-	vec := prom.NewCounterVec(prom.CounterOpts{Namespace: "t", Name: "decisions_total",
-		Help: "Rate-limit decisions by policy and result (allowed, denied, shadow_denied, failed_open, failed_closed)."},
-		[]string{"policy", "result"})
-	c, err := register(reg, vec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c.WithLabelValues(policy, result)
+// countingRecorder counts what an engine records.
+type countingRecorder struct {
+	mu          sync.Mutex
+	decisions   [MaxPolicies][limitcore.NumResults]int // by policy, then result
+	durations   int
+	storeErrors int
+}
+
+func (r *countingRecorder) Decision(p int, res limitcore.Result) {
+	r.mu.Lock()
+	r.decisions[p][res]++
+	r.mu.Unlock()
+}
+
+func (r *countingRecorder) Duration(time.Duration) {
+	r.mu.Lock()
+	r.durations++
+	r.mu.Unlock()
+}
+
+func (r *countingRecorder) StoreError() {
+	r.mu.Lock()
+	r.storeErrors++
+	r.mu.Unlock()
 }
 
 func TestEngineSkipsEmptyKeys(t *testing.T) {
@@ -142,5 +155,30 @@ func TestEngineTimeout(t *testing.T) {
 func TestTooManyPolicies(t *testing.T) {
 	if _, err := New(Config{Policies: make([]string, MaxPolicies+1)}); !errors.Is(err, ErrTooManyPolicies) {
 		t.Errorf("err %v", err)
+	}
+}
+
+// The deprecated Registerer option needs the adapter package promlimit
+// installs; without it, and with a MetricsProvider beside it, Build refuses
+// the options instead of dropping the metrics.
+func TestBuildRegistererNeedsTheAdapter(t *testing.T) {
+	if registererAdapter.Load() != nil {
+		t.Fatal("an adapter is installed in this test binary: the test would prove nothing")
+	}
+	mem, err := limit.NewMemory(limit.MemoryOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := Options{Package: "httplimit", Names: []string{"p"}, Limits: []limit.Policy{limit.FixedWindow(1, time.Second)}, Store: mem}
+	for name, o := range map[string]Options{
+		"no adapter": {Registerer: struct{}{}},
+		"both":       {Registerer: struct{}{}, MetricsProvider: provider{&countingRecorder{}}},
+	} {
+		o.Package, o.Names, o.Limits, o.Store = base.Package, base.Names, base.Limits, base.Store
+		_, err := Build(o)
+		var ce *limitcore.ConfigError
+		if !errors.As(err, &ce) || ce.Field != "Registerer" || !strings.HasPrefix(err.Error(), "httplimit: invalid Registerer: ") {
+			t.Errorf("%s: err %v, want a ConfigError on Registerer", name, err)
+		}
 	}
 }

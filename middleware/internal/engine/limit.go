@@ -69,13 +69,13 @@ func (b *LimitBackend) Decide(ctx context.Context, ps []int, ks []string, cost i
 	for i := range ps {
 		s.reqs[i] = limit.Request{} // drop the keys: the pool must not pin them
 	}
-	var failed error
+	var decided error
 	for i := range ds {
-		if err := b.result(&ds[i], tooMany, out[i:i+1]); err != nil {
-			failed = err
+		if err := b.result(&ds[i], tooMany, out[i:i+1]); err != nil && decided == nil {
+			decided = err // one failure policy made every decision of the call
 		}
 	}
-	return failed
+	return decided
 }
 
 // result converts d into out[0]; it returns a *Decided when a failure
@@ -91,14 +91,22 @@ func (b *LimitBackend) result(d *limit.Decision, tooMany bool, out []Result) err
 	if d.Err == nil {
 		return nil
 	}
-	mode := FailOpen
-	switch d.Reason {
+	return &Decided{Err: d.Err, Mode: decidedBy(d.Reason)}
+}
+
+// decidedBy returns the failure mode that made a decision carrying a store
+// failure. Only fail-open and fail-closed decide without a store; every
+// other reason comes from the local fallback, including ReasonOtherLimit:
+// in an all-or-nothing fallback decision, the policies another one denied
+// keep that reason, and taking them for fail-open admitted the request.
+func decidedBy(r limit.Reason) FailMode {
+	switch r {
+	case limit.ReasonFailOpen:
+		return FailOpen
 	case limit.ReasonFailClosed:
-		mode = FailClosed
-	case limit.ReasonFallback:
-		mode = FailFallback
+		return FailClosed
 	}
-	return &Decided{Err: d.Err, Mode: mode}
+	return FailFallback
 }
 
 var errShortAnswer = errors.New("limit store answered a different number of decisions")

@@ -1,4 +1,4 @@
-package httplimit
+package limitcore
 
 import (
 	"fmt"
@@ -44,8 +44,6 @@ const (
 	fieldXRemaining   = "X-Ratelimit-Remaining"
 	fieldXReset       = "X-Ratelimit-Reset"
 	fieldRetryAfter   = "Retry-After"
-	fieldContentType  = "Content-Type"
-	problemMediaType  = "application/problem+json"
 	maxSFInteger      = 999_999_999_999_999 // RFC 9651, section 3.3.1
 	headerFormatNames = "draft, trio, x, none"
 )
@@ -83,7 +81,7 @@ type UnknownFormatError struct {
 
 // Error names the format and the ones accepted.
 func (e *UnknownFormatError) Error() string {
-	return fmt.Sprintf("httplimit: unknown header format %q (want one of %s)", e.Name, headerFormatNames)
+	return fmt.Sprintf("limitcore: unknown header format %q (want one of %s)", e.Name, headerFormatNames)
 }
 
 // Status is what the headers say about one policy for one request: the
@@ -156,19 +154,20 @@ func WriteHeaders(h http.Header, f HeaderFormat, now time.Time, statuses ...Stat
 	if i < 0 || f == HeaderNone {
 		return
 	}
-	s := &statuses[i]
-	policy := ""
-	if f == HeaderDraft {
-		policy = PolicyField(s.Policy, s.Limit, s.Window)
-	}
-	writeStatus(h, f, now, s, policy)
+	WriteStatus(h, f, now, &statuses[i], "")
 }
 
-// writeStatus writes the fields of format f for s; policy is s's
-// RateLimit-Policy item, which the middleware computes once per policy.
-func writeStatus(h http.Header, f HeaderFormat, now time.Time, s *Status, policy string) {
+// WriteStatus sets the rate-limit fields of format f on h describing s
+// alone; now is used only by HeaderX. policyField is s's RateLimit-Policy
+// item, which a middleware computes once per policy with PolicyField; ""
+// means computing it here.
+func WriteStatus(h http.Header, f HeaderFormat, now time.Time, s *Status, policyField string) {
 	switch f {
 	case HeaderDraft:
+		policy := policyField
+		if policy == "" {
+			policy = PolicyField(s.Policy, s.Limit, s.Window)
+		}
 		v := make([]string, 2) // one allocation backs both fields' values
 		v[0], v[1] = policy, RateLimitField(s.Policy, s.Remaining, s.resetAfter())
 		h[fieldPolicy], h[fieldRateLimit] = v[0:1:1], v[1:2:2]

@@ -1,4 +1,4 @@
-package httplimit
+package limitcore
 
 import (
 	"fmt"
@@ -29,8 +29,10 @@ const DefaultIPv6Prefix = 64
 
 // ClientIP finds the address of the client that sent a request. The zero
 // value trusts no proxy: the client is the connection's peer (RemoteAddr),
-// whatever the request's headers say. A ClientIP must not be changed after
-// its first use; it is then safe for concurrent use.
+// whatever the request's headers say. httplimit's Options.ClientIP and
+// KeyIP use all of it; grpclimit's KeyPeer only its prefix lengths. A
+// ClientIP must not be changed after its first use; it is then safe for
+// concurrent use.
 type ClientIP struct {
 	// TrustedProxies lists the networks of the proxies in front of the
 	// service. Only a request whose peer is in one of them has its
@@ -58,7 +60,7 @@ type InvalidPrefixError struct {
 
 // Error names the family and the length.
 func (e *InvalidPrefixError) Error() string {
-	return fmt.Sprintf("httplimit: invalid %s prefix length %d", e.Family, e.Bits)
+	return fmt.Sprintf("limitcore: invalid %s prefix length %d", e.Family, e.Bits)
 }
 
 // Validate checks the prefix lengths and the trusted networks.
@@ -71,7 +73,7 @@ func (c *ClientIP) Validate() error {
 	}
 	for _, p := range c.TrustedProxies {
 		if !p.IsValid() {
-			return fmt.Errorf("httplimit: invalid trusted proxy network %v", p)
+			return fmt.Errorf("limitcore: invalid trusted proxy network %v", p)
 		}
 	}
 	return nil
@@ -86,14 +88,14 @@ func ParsePrefixes(cidrs ...string) ([]netip.Prefix, error) {
 		if !strings.Contains(s, "/") {
 			a, err := netip.ParseAddr(s)
 			if err != nil {
-				return nil, fmt.Errorf("httplimit: trusted proxy %q: %w", s, err)
+				return nil, fmt.Errorf("limitcore: trusted proxy %q: %w", s, err)
 			}
 			out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
 			continue
 		}
 		p, err := netip.ParsePrefix(s)
 		if err != nil {
-			return nil, fmt.Errorf("httplimit: trusted proxy %q: %w", s, err)
+			return nil, fmt.Errorf("limitcore: trusted proxy %q: %w", s, err)
 		}
 		out = append(out, netip.PrefixFrom(p.Addr().Unmap(), p.Bits()).Masked())
 	}

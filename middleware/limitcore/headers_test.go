@@ -1,4 +1,4 @@
-package httplimit
+package limitcore
 
 import (
 	"net/http"
