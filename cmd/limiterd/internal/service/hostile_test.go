@@ -102,6 +102,19 @@ func entries(n int) []*rlv3.RateLimitDescriptor_Entry {
 	return out
 }
 
+// postDrain sends a POST, reads the answer to its end and returns its
+// status, leaving the connection for the next request.
+func (p *proc) postDrain(path, body string) int {
+	p.t.Helper()
+	resp, err := http.Post("http://"+p.http+path, "application/json", strings.NewReader(body))
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode
+}
+
 // metricsText reads /metrics.
 func (p *proc) metricsText() string {
 	p.t.Helper()
@@ -133,7 +146,8 @@ func gaugeOf(t *testing.T, m, series string) float64 {
 // TestCallerChosenValueFloods sends a new domain, a new descriptor value
 // and a new override (whose values are its metric label) on every request:
 // the decision series stay within max_metric_series plus the fixed
-// "other" ones, the Envoy counters within max_keys, and a caller with an
+// "other" ones, the Envoy counters within max_keys, the heap flat once
+// they are full, and a caller with an
 // established counter is still counted (its fourth call is over the
 // limit).
 func TestCallerChosenValueFloods(t *testing.T) {
@@ -155,10 +169,14 @@ func TestCallerChosenValueFloods(t *testing.T) {
 	legit()
 	legit()
 	const n = 3000
+	var heapMid int64
 	for i := range n {
+		if i == n/3 {
+			heapMid = heapAlloc()
+		}
 		v := strconv.Itoa(i)
-		if r := p.post("/json", `{"domain":"d`+v+`","descriptors":[{"entries":[{"key":"k","value":"v"}]}]}`); r.StatusCode != http.StatusOK {
-			t.Fatalf("/json with a new domain: %d", r.StatusCode)
+		if code := p.postDrain("/json", `{"domain":"d`+v+`","descriptors":[{"entries":[{"key":"k","value":"v"}]}]}`); code != http.StatusOK {
+			t.Fatalf("/json with a new domain: %d", code)
 		}
 		if _, err := envoy.ShouldRateLimit(ctx, envoyReq("remote_address", "flood-"+v)); err != nil {
 			t.Fatal(err)
@@ -170,6 +188,9 @@ func TestCallerChosenValueFloods(t *testing.T) {
 		if _, err := envoy.ShouldRateLimit(ctx, over); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if grown := heapAlloc() - heapMid; grown > 4<<20 {
+		t.Errorf("the heap grew %d bytes over the last %d requests of the flood", grown, 2*n/3)
 	}
 	if legit() != rlsv3.RateLimitResponse_OK || legit() != rlsv3.RateLimitResponse_OVER_LIMIT {
 		t.Fatal("the established caller's counter was lost in the flood")
