@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,9 +17,9 @@ import (
 )
 
 // TestFileDescriptorsExhausted runs limiterd in a child process limited to
-// 128 file descriptors and opens 400 connections to its REST and gRPC
-// ports: accepts fail with "too many open files" while they are open. The
-// service must not exit, and serves again once they close.
+// 128 file descriptors and opens a burst of 10,000 connections to its REST
+// and gRPC ports: accepts fail with "too many open files" while they are
+// open. The service must not exit, and serves again once they close.
 func TestFileDescriptorsExhausted(t *testing.T) {
 	// The lean server joins this list when its accept loop waits out
 	// EMFILE as grpc-go's and http1's do.
@@ -45,18 +47,7 @@ func TestFileDescriptorsExhausted(t *testing.T) {
 			})
 			waitFor(t, "limiterd started", func() bool { return strings.Contains(log.String(), "limiterd started") })
 
-			var conns []net.Conn
-			for i := range 400 {
-				addr := httpAddr
-				if i%2 == 1 {
-					addr = grpcAddr
-				}
-				c, err := net.DialTimeout("tcp", addr, 5*time.Second)
-				if err != nil {
-					continue // the backlog is full: what the test is after
-				}
-				conns = append(conns, c)
-			}
+			conns := burst(10_000, httpAddr, grpcAddr)
 			waitFor(t, "accept errors in the log", func() bool { return strings.Contains(log.String(), "too many open files") })
 			for _, c := range conns {
 				c.Close()
@@ -86,6 +77,37 @@ func TestFileDescriptorsExhausted(t *testing.T) {
 			}
 		})
 	}
+}
+
+// burst opens n connections, alternately to each address, from 256
+// goroutines; a dial that finds the listen backlog full gives up after
+// half a second.
+func burst(n int, addrs ...string) []net.Conn {
+	var mu sync.Mutex
+	var conns []net.Conn
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range 256 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(n) {
+					return
+				}
+				c, err := net.DialTimeout("tcp", addrs[int(i)%len(addrs)], 500*time.Millisecond)
+				if err != nil {
+					continue // the backlog is full: what the test is after
+				}
+				mu.Lock()
+				conns = append(conns, c)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return conns
 }
 
 func processAlive(exited chan error) bool {
