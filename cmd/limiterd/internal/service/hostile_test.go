@@ -311,3 +311,39 @@ func TestReflectionAndHealthOnGRPCGo(t *testing.T) {
 		t.Fatalf("health: %v %v", h, err)
 	}
 }
+
+// TestKeysWithLargeHeadersHoldOnlyTheKey sends 2,000 new keys, each in a
+// request with a 6 KB junk header, to a store where no key comes back to
+// rest: the heap grows by what the keys need, not by the headers they came
+// in (a stored key kept its request's whole header alive: 6 KB a key).
+func TestKeysWithLargeHeadersHoldOnlyTheKey(t *testing.T) {
+	p := start(t, "algo_settings: {capacity: 10, rate: 0.001}\n")
+	const n = 2000
+	junk := strings.Repeat("j", 6<<10)
+	c, err := net.Dial("tcp", p.http)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	br := bufio.NewReader(c)
+	send := func(from, to int) {
+		for i := from; i < to; i++ {
+			fmt.Fprintf(c, "POST /limit HTTP/1.1\r\nHost: x\r\nX-Junk: %s\r\nX-Client-Key: key-%d\r\n\r\n", junk, i)
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("key %d: %d", i, resp.StatusCode)
+			}
+		}
+	}
+	send(0, 100) // the connection's buffers and the first tables
+	before := heapAlloc()
+	send(100, 100+n)
+	if perKey := (heapAlloc() - before) / n; perKey > 1<<10 {
+		t.Fatalf("%d bytes of heap per key sent with a 6 KB header", perKey)
+	}
+}
