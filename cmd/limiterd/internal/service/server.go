@@ -207,8 +207,7 @@ type grpcServer interface {
 // of the servers section (see the package doc's table). Both read Envoy's
 // requests and write their answers with envoyrl.Codec (a third less CPU
 // than the protobuf library for them), which leaves the other messages to
-// gRPC's default codec. grpc-go's server also serves server reflection and
-// grpc.health.v1, so that grpcurl can list and call the services.
+// gRPC's default codec.
 func (s *server) grpcServer() grpcServer {
 	c := s.cfg.Servers
 	if s.cfg.GRPCServer == GRPCServerGo {
@@ -223,8 +222,6 @@ func (s *server) grpcServer() grpcServer {
 			}),
 			grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: c.GRPCMaxConnectionIdle}),
 		)
-		reflection.Register(g)
-		healthpb.RegisterHealthServer(g, s.health)
 		return g
 	}
 	return &unarygrpc.Server{
@@ -274,6 +271,12 @@ func (s *server) serve(ctx context.Context) error {
 	g := s.grpcServer()
 	ratelimiterv1.RegisterRateLimiterServer(g, &allowServer{s: s})
 	rlsv3.RegisterRateLimitServiceServer(g, envoyGRPC{s: s})
+	// Health checks, and server reflection so that grpcurl lists the
+	// services: on grpc-go's server, as the lean one serves no streams.
+	if gg, ok := g.(*grpc.Server); ok {
+		healthpb.RegisterHealthServer(gg, s.health)
+		reflection.Register(gg)
+	}
 	hs := s.httpServer()
 	var ms, ds *http.Server
 	if s.metricsLn != nil {
