@@ -83,10 +83,10 @@ type config struct {
 // buffered operations, the batches being formed, the credit and the timers;
 // Enqueue hands operations to it through a short mutex-guarded queue.
 type Batcher struct {
-	cfg       config
-	listeners events.Registry
-	evq       eventQueue // the loop's events on their way to the notifier
-	stats     counters
+	cfg         config
+	listeners   events.Registry
+	undelivered eventQueue // the loop's events on their way to the notifier
+	stats       counters
 
 	state    atomic.Int32
 	buffered atomic.Int64 // accepted operations not yet released
@@ -144,7 +144,7 @@ func newBatcher(size uint32) *Batcher {
 			clock:            RealClock(),
 		},
 		incoming:     newHandover(size),
-		evq:          eventQueue{notify: make(chan struct{}, 1)},
+		undelivered:  eventQueue{notify: make(chan struct{}, 1)},
 		wake:         make(chan struct{}, 1),
 		flushReq:     make(chan struct{}, 1),
 		pauseReq:     make(chan struct{}, 1),

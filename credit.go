@@ -32,13 +32,16 @@ type credit struct {
 // When waiting is true, operations have been waiting for this credit since
 // the last call, so the time since then was not idle: the loop meant to wake
 // when the credit was due, and a wake-up that timer slack made a little late
-// should not cost capacity: when the lateness is within catchUp, the cap
-// stretches to the time elapsed. A longer absence is a stall (a blocked
+// should not cost capacity: when the balance reached the cap at most
+// catchUp before now, what accrued since is kept above the cap. This
+// matters most for a batch that costs more than the cap, which waits for
+// the balance to reach the cap exactly: without it, every late wake-up
+// would forfeit its lateness. A longer absence is a stall (a blocked
 // listener, a stopped process, a jump of the clock); the cap stays one
 // interval's worth and what accrued beyond it is forfeited, so that after a
 // stall the batcher releases one interval's worth at once, not
 // stall × capacity, and no one-second window sees more than the capacity,
-// one interval's worth and the debt of one operation.
+// one interval's worth (and catchUp's) and the debt of one operation.
 func (c *credit) accrue(now time.Time, capacity uint32, interval time.Duration, waiting bool) {
 	lowered := capacity < c.rate
 	c.rate = capacity
@@ -57,9 +60,6 @@ func (c *credit) accrue(now time.Time, capacity uint32, interval time.Duration, 
 		return
 	}
 	c.last = now
-	if waiting && elapsed > interval && elapsed-interval <= catchUp(interval) {
-		interval = elapsed
-	}
 	limit := satMul(uint64(capacity), uint64(interval))
 	if c.balance >= limit {
 		c.balance = limit
@@ -70,11 +70,15 @@ func (c *credit) accrue(now time.Time, capacity uint32, interval time.Duration, 
 	}
 	// missing cannot overflow: limit < 2^61 and balance > -2^63+2^62.
 	missing := uint64(limit - c.balance)
-	if uint64(elapsed) >= (missing+uint64(capacity)-1)/uint64(capacity) {
-		c.balance = limit
+	full := time.Duration((missing + uint64(capacity) - 1) / uint64(capacity)) // until the cap
+	if elapsed < full {
+		c.balance += int64(capacity) * int64(elapsed) // below missing, so no overflow
 		return
 	}
-	c.balance += int64(capacity) * int64(elapsed) // below missing, so no overflow
+	c.balance = limit
+	if late := elapsed - full; waiting && late <= catchUp(interval) {
+		c.balance += int64(capacity) * int64(late) // at most catchUp's worth
+	}
 }
 
 // maxCatchUp bounds how much a late wake-up may stretch the credit cap: a few
@@ -148,4 +152,31 @@ func satMulU(a, b uint64) uint64 {
 		return ceiling
 	}
 	return lo
+}
+
+// maxSettleDebt bounds the debt that reported costs may run up: however
+// far off an estimate was, the batcher holds back at most this long.
+const maxSettleDebt = time.Minute
+
+// settle charges the credit delta units of cost that released operations
+// cost beyond what was spent for them at release (a negative delta refunds
+// them). A refund never lifts the balance above the cap, capacity ×
+// interval, since idle capacity is not banked either; a charge never takes
+// the balance below maxSettleDebt's worth of capacity, or below where it
+// already is.
+func (c *credit) settle(delta int64, capacity uint32, interval time.Duration) {
+	if delta == 0 {
+		return
+	}
+	limit := satMul(uint64(capacity), uint64(interval))
+	if delta < 0 {
+		refund := satMul(uint64(-delta), uint64(nanoPerCost))
+		if c.balance < limit {
+			c.balance = min(c.balance+refund, limit)
+		}
+		return
+	}
+	floor := min(c.balance, -satMul(uint64(capacity), uint64(maxSettleDebt)))
+	charge := satMul(uint64(delta), uint64(nanoPerCost))
+	c.balance = max(c.balance-charge, floor)
 }

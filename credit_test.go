@@ -48,6 +48,14 @@ func TestCreditSteps(t *testing.T) {
 			{102 * time.Millisecond, 1000, []uint32{1}, 1, 0, true},
 			{204 * time.Millisecond, 1000, nil, 0, 102, true},
 		}},
+		{"a wake-up late by timer slack after the balance reached the cap keeps its lateness", 100 * time.Millisecond, []step{
+			{0, 1000, nil, 0, 0, false},
+			{100 * time.Millisecond, 1000, []uint32{50}, 1, 50, false},
+			{151 * time.Millisecond, 1000, nil, 0, 101, true}, // at the cap since 150 ms
+			{152 * time.Millisecond, 1000, nil, 0, 100, false},
+			{155 * time.Millisecond, 1000, []uint32{50}, 1, 50, true},
+			{208 * time.Millisecond, 1000, nil, 0, 100, true}, // 3 ms late: a stall
+		}},
 		{"a stall while waiting forfeits what accrued beyond one interval", time.Millisecond, []step{
 			{0, 1000, nil, 0, 0, false},
 			{time.Millisecond, 1000, []uint32{10}, 1, -9, false},
@@ -152,5 +160,31 @@ func TestCreditCapacityFallsWithoutTimePassing(t *testing.T) {
 	c.accrue(at, 0, interval, false)
 	if c.balance != 0 || c.spend(10) {
 		t.Fatalf("a fall to 0: balance %d and an operation of cost 10 spent it, want 0 and refused", c.balance)
+	}
+}
+
+func TestCreditSettleSteps(t *testing.T) {
+	const capacity, interval = 1000, 100 * time.Millisecond // cap: 100 cost
+	c := credit{}
+	steps := []struct {
+		balance int64 // before, in cost
+		delta   int64
+		want    int64 // after, in cost
+	}{
+		{0, 30, -30},        // actual 30 above the estimates: a debt
+		{-30, -20, -10},     // 20 below: refunded
+		{50, -80, 100},      // a refund stops at the cap
+		{120, -5, 120},      // above the cap already (a stretched wake-up): left alone
+		{0, 0, 0},           // nothing to settle
+		{0, 70_000, -60000}, // at most a minute's worth of debt
+		{-70_000, 5, -70_000},
+		{-70_000, -10, -69_990},
+	}
+	for i, st := range steps {
+		c.balance = st.balance * nanoPerCost
+		c.settle(st.delta, capacity, interval)
+		if got := c.balance / nanoPerCost; got != st.want || c.balance%nanoPerCost != 0 {
+			t.Errorf("step %d: balance %d settled %+d → %d nano-cost, want %d cost", i, st.balance, st.delta, c.balance, st.want)
+		}
 	}
 }

@@ -1,14 +1,6 @@
 package batcher
 
-import (
-	"fmt"
-
-	"github.com/costwise/batcher/azureblob"
-	"github.com/costwise/batcher/internal/errs"
-	"github.com/costwise/batcher/internal/events"
-	"github.com/costwise/batcher/lease"
-	"github.com/costwise/batcher/sharing"
-)
+import "fmt"
 
 // BatcherImproperOrderError is returned by Start when the batcher was already
 // started or has been stopped; a batcher cannot be restarted.
@@ -86,47 +78,3 @@ func (e ShutdownIncompleteError) Error() string {
 
 // Unwrap returns the reason the shutdown did not finish.
 func (e ShutdownIncompleteError) Unwrap() error { return e.Err }
-
-// Error types that the rate limiters below this package return, under their
-// go-batcher v1.8.0 names. Each is an alias, so errors.As matches whether the
-// caller names it here or in the package that defines it.
-type (
-	// RateLimiterImproperOrderError is returned by a rate limiter whose
-	// methods were called out of order: Start before Provision, or either
-	// after Stop.
-	RateLimiterImproperOrderError = errs.RateLimiterImproperOrderError
-	// InvalidSettingError is returned by Start (Batcher) or Provision (a
-	// shared resource) when a With method was given a value it cannot use,
-	// such as a non-positive interval.
-	InvalidSettingError = errs.InvalidSettingError
-	// PartitionsOutOfRangeError is returned by Provision when the shared
-	// capacity divided by the factor (rounded up) gives more partitions than
-	// a shared resource supports (MaxPartitions).
-	PartitionsOutOfRangeError = sharing.PartitionsOutOfRangeError
-	// UndefinedLeaseManagerError is returned by a shared resource that has
-	// no LeaseManager to hold its partitions in.
-	UndefinedLeaseManagerError = sharing.UndefinedLeaseManagerError
-	// UndefinedSharedCapacityError is returned by Provision when the shared
-	// capacity is zero.
-	UndefinedSharedCapacityError = sharing.UndefinedSharedCapacityError
-	// LeaseConflictError is returned by a LeaseManager when a lease
-	// operation found the partition leased by another owner, or not leased
-	// by the caller.
-	LeaseConflictError = lease.ConflictError
-	// PartitionMissingError is returned by a LeaseManager when the partition
-	// (or its container) does not exist in the store.
-	PartitionMissingError = lease.PartitionMissingError
-	// LeaseDurationError is returned when a lease duration is outside what
-	// the store grants: Azure Blob Storage takes 15 to 60 seconds.
-	LeaseDurationError = lease.DurationError
-	// AzureCredentialError is returned by the Azure lease manager (and so by
-	// AzureSharedResource.Provision) when no credential was configured.
-	AzureCredentialError = azureblob.CredentialError
-	// AzureConfigError is returned by the Azure lease manager when its
-	// configuration cannot address a container.
-	AzureConfigError = azureblob.ConfigError
-	// ListenerPanicError is the metadata of the error event raised, to the
-	// other listeners, when a listener panicked; the panic is recovered and
-	// the listener stays registered.
-	ListenerPanicError = events.ListenerPanicError
-)

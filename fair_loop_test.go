@@ -2,7 +2,6 @@ package batcher
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
@@ -258,97 +257,6 @@ func TestFairReleaseFreeOps(t *testing.T) {
 	h.pump()
 	if n := h.releasedOps(); n != 3 {
 		t.Fatalf("released %d ops at zero capacity, want the 3 free ones of the watcher with nothing else waiting", n)
-	}
-}
-
-// runSettled is run for tests whose callbacks report actual costs: after
-// each step it waits for the callbacks to return and lets the loop take
-// their reports at the same fake time, as it would with a real clock and
-// callbacks that take no time.
-func (h *harness) runSettled(d time.Duration) { h.advance(d, h.settle) }
-
-func (h *harness) settle() {
-	for {
-		h.pump()
-		if h.b.inflight.Load() == 0 && len(h.b.wake) == 0 {
-			return
-		}
-		waitUntil(h.t, func() bool { return h.b.inflight.Load() == 0 })
-	}
-}
-
-// TestSettleRealRate: estimates off by a random factor of 0.5–2 per
-// operation, the callback reporting the actual cost: the actual cost
-// released per second stays within ±3 % of the capacity, and the target
-// follows the actual costs.
-func TestSettleRealRate(t *testing.T) {
-	for _, settle := range []bool{true, false} {
-		t.Run(fmt.Sprint("settle=", settle), func(t *testing.T) {
-			const capacity = 10000
-			h := newHarness(t, func(b *Batcher) {
-				b.WithRateLimiter(NewProvisionedResource(capacity)).WithCapacityInterval(time.Hour)
-			})
-			var mu sync.Mutex
-			actual := make([]uint64, 11)
-			var estSum, actSum uint64
-			w := NewWatcher(func(ops []IOperation) {
-				for _, op := range ops {
-					if settle {
-						op.(*Operation).SetActualCost(op.Payload().(uint32))
-					}
-				}
-			}).WithMaxBatchSize(10)
-			h.b.AddListener(func(event string, val int, msg string, md interface{}) {
-				if event != BatchEvent {
-					return
-				}
-				s := int(h.fc.Now().Sub(t0) / time.Second)
-				mu.Lock()
-				defer mu.Unlock()
-				for _, op := range md.([]IOperation) {
-					actual[min(s, 10)] += uint64(op.Payload().(uint32))
-					estSum += uint64(op.Cost())
-					actSum += uint64(op.Payload().(uint32))
-				}
-			})
-			rng := rand.New(rand.NewPCG(1, 2))
-			for i := 0; i < 30_000; i++ { // about 15 s of the capacity
-				real := uint32(5 + rng.IntN(20))
-				est := uint32(float64(real)*(0.5+1.5*rng.Float64()) + 0.5)
-				if err := h.b.Enqueue(NewOperation(w, max(est, 1), real, true)); err != nil {
-					t.Fatal(err)
-				}
-			}
-			h.runSettled(10 * time.Second)
-			bad, lo, hi := 0, 2.0, 0.0
-			defer func() { t.Logf("actual cost per second %.3f–%.3f× capacity", lo, hi) }()
-			for s := 1; s < 10; s++ {
-				r := float64(actual[s]) / capacity
-				lo, hi = min(lo, r), max(hi, r)
-				if r < 0.97 || r > 1.03 {
-					bad++
-					if settle {
-						t.Errorf("second %d: actual cost %d, %.3f× capacity", s, actual[s], r)
-					}
-				}
-			}
-			want := float64(actSum) / float64(estSum)
-			got := h.b.Stats().CostRatio
-			t.Logf("actual ÷ estimated cost %.3f; batcher's ratio %.3f; seconds off by more than 3 %%: %d of 9", want, got, bad)
-			if !settle {
-				if bad == 0 || got != 1 {
-					t.Errorf("without reports: %d seconds off and ratio %.3f; the estimates should rule", bad, got)
-				}
-				return
-			}
-			if got < want*0.95 || got > want*1.05 {
-				t.Errorf("batcher's cost ratio %.3f, want %.3f ± 5 %%", got, want)
-			}
-			target := h.b.target.Load()
-			if need, scaled := h.b.NeedsCapacity(), float64(target)*got; float64(need) < scaled*0.99 || float64(need) > scaled*1.01 {
-				t.Errorf("NeedsCapacity %d with %d estimated outstanding and ratio %.3f", need, target, got)
-			}
-		})
 	}
 }
 

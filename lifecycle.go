@@ -67,7 +67,7 @@ func (b *Batcher) Stop() {
 		return
 	}
 	<-b.loopDone // the loop never waits on a listener, so this ends
-	if !b.evq.busy.Load() {
+	if !b.undelivered.busy.Load() {
 		<-b.notifierDone
 	}
 }
@@ -141,18 +141,18 @@ func (b *Batcher) awaitDrain(ctx context.Context) error {
 // runBatch hands a batch to its watcher on the batch's own goroutine. A panic
 // in the callback is reported as an error event, raised once the batch
 // counts as done, so that a listener of it may call Shutdown.
-func (b *Batcher) runBatch(w IWatcher, ops []IOperation, ib *inflightBatch) {
+func (b *Batcher) runBatch(w IWatcher, ops []IOperation, batch *inflightBatch) {
 	finished := false
 	defer func() {
 		if !finished { // the callback called runtime.Goexit
 			b.settle(ops)
-			b.finishBatch(ib)
+			b.finishBatch(batch)
 		}
 	}()
 	p, panicked := processBatch(w, ops)
 	finished = true
 	b.settle(ops)
-	b.finishBatch(ib)
+	b.finishBatch(batch)
 	if panicked {
 		b.listeners.Emit(ErrorEvent, len(ops), fmt.Sprintf("batcher: watcher callback panicked: %v", p), ops)
 	}
@@ -180,8 +180,8 @@ func (b *Batcher) settle(ops []IOperation) {
 }
 
 // finishBatch is called when a callback returns.
-func (b *Batcher) finishBatch(ib *inflightBatch) {
-	b.markDone(ib)
+func (b *Batcher) finishBatch(batch *inflightBatch) {
+	b.markDone(batch)
 	b.inflight.Add(-1)
 	if b.cfg.maxConcurrent > 0 || b.draining.Load() {
 		b.poke()
@@ -190,9 +190,9 @@ func (b *Batcher) finishBatch(ib *inflightBatch) {
 
 // markDone takes a batch's cost out of the target, once, whichever of its
 // callback's return and its deadline comes first.
-func (b *Batcher) markDone(ib *inflightBatch) {
-	if ib.done.CompareAndSwap(false, true) {
-		subFloor(&b.target, ib.cost)
+func (b *Batcher) markDone(batch *inflightBatch) {
+	if batch.done.CompareAndSwap(false, true) {
+		subFloor(&b.target, batch.cost)
 	}
 }
 

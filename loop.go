@@ -13,15 +13,15 @@ type loop struct {
 	cfg   config
 	clock Clock
 
-	open     map[IWatcher]*pending   // the batch being formed, per watcher
-	last     *pending                // the batch the previous operation joined
-	openList []*pending              // batches opened since the last flush, in order
-	ready    readyQueue              // closed batches in release order
-	ratio    costRatio               // actual ÷ estimated cost of the settled operations
-	take     [intakeChunk]*Operation // operations on their way from the hand-over
-	routed   int                     // operations taken into batches, not yet released
-	blocked  bool                    // the last release stopped with batches left
-	heldBack bool                    // intake left operations in the hand-over
+	open       map[IWatcher]*pending   // the batch being formed, per watcher
+	lastJoined *pending                // the batch the previous operation joined
+	openList   []*pending              // batches opened since the last flush, in order
+	ready      readyQueue              // closed batches in release order
+	ratio      costRatio               // actual ÷ estimated cost of the settled operations
+	chunk      [intakeChunk]*Operation // operations on their way from the hand-over
+	routed     int                     // operations taken into batches, not yet released
+	blocked    bool                    // the last release stopped with batches left
+	heldBack   bool                    // intake left operations in the hand-over
 
 	credit      credit
 	capacity    uint32 // the limiter's capacity at the last release decision
@@ -33,11 +33,11 @@ type loop struct {
 	draining    bool            // a Shutdown asked for a drain
 	drainReply  []chan struct{} // closed once drained, one per Shutdown
 
-	now time.Time // when intake took the operations being routed
+	intakeAt time.Time // when intake took the operations being routed
 
-	flushT, capT, auditT Ticker
-	timer, pauseTimer    Timer
-	timerAt              time.Time // when timer fires; zero when disarmed
+	flushTicker, capacityTicker, auditTicker Ticker
+	dueTimer, pauseTimer                     Timer
+	dueAt                                    time.Time // when dueTimer fires; zero when disarmed
 }
 
 // pending is a batch of one watcher's operations, being formed or ready.
@@ -60,14 +60,14 @@ func newLoop(b *Batcher) *loop {
 	c := cfg.clock
 	l := &loop{
 		b: b, cfg: cfg, clock: c,
-		open:   make(map[IWatcher]*pending),
-		pause:  pauser{base: cfg.pauseTime, max: cfg.maxPauseTime},
-		flushT: c.NewTicker(cfg.flushInterval),
-		capT:   c.NewTicker(cfg.capacityInterval),
-		auditT: c.NewTicker(cfg.auditInterval),
+		open:           make(map[IWatcher]*pending),
+		pause:          pauser{base: cfg.pauseTime, max: cfg.maxPauseTime},
+		flushTicker:    c.NewTicker(cfg.flushInterval),
+		capacityTicker: c.NewTicker(cfg.capacityInterval),
+		auditTicker:    c.NewTicker(cfg.auditInterval),
 	}
-	l.timer = c.NewTimer(time.Hour)
-	l.timer.Stop()
+	l.dueTimer = c.NewTimer(time.Hour)
+	l.dueTimer.Stop()
 	l.pauseTimer = c.NewTimer(time.Hour)
 	l.pauseTimer.Stop()
 	if cfg.limiter != nil {
@@ -88,17 +88,20 @@ func (l *loop) run() {
 
 // step is run after every event: it takes new operations, releases what the
 // credit allows, and re-arms the timer (arm also retires the batches past
-// their deadline).
+// their deadline). The time of the release decision is read after the
+// intake, which may take a while.
 func (l *loop) step() {
-	now := l.clock.Now()
 	l.intake(false)
 	if l.draining {
 		l.closeAll()
 	}
-	l.release(now, l.draining)
+	now := l.clock.Now()
+	if !l.releaseDeferred() {
+		l.release(now, l.draining)
+	}
 	l.arm(now)
-	if l.heldBack && !l.blocked {
-		l.b.poke() // the release made room: take the rest at the next pass
+	if l.resumeIntake() {
+		l.b.poke()
 	}
 	if len(l.drainReply) > 0 && l.b.buffered.Load() == 0 && l.b.inflight.Load() == 0 {
 		l.applySettled() // what the last callbacks reported, before Shutdown returns
@@ -119,126 +122,24 @@ func (l *loop) drain(reply chan struct{}) {
 
 // finish stops the timers and raises the shutdown event.
 func (l *loop) finish() {
-	l.flushT.Stop()
-	l.capT.Stop()
-	l.auditT.Stop()
-	l.timer.Stop()
+	l.flushTicker.Stop()
+	l.capacityTicker.Stop()
+	l.auditTicker.Stop()
+	l.dueTimer.Stop()
 	l.pauseTimer.Stop()
 	l.intake(false)
 	l.b.raise(ShutdownEvent, int(l.b.OperationsInBuffer()), "", nil)
 }
 
-// intakeChunk is how many operations intake moves per lock of the hand-over.
-const intakeChunk = 256
-
-// intakeHold is how many operations the loop takes into batches per pass,
-// and how many it holds at most while it is blocked.
-const intakeHold = 1024
-
-// intake routes the operations handed over by Enqueue into batches, at most
-// intakeHold per pass; step then releases and, unless the release left the
-// loop blocked (the head of the ready queue
-// waits for credit or for a callback to end), comes back for the rest. A
-// blocked loop leaves the rest in the hand-over: in batches they would wait
-// just the same, and cost memory that the hand-over already holds for them,
-// so a backlog at capacity 0 allocates nothing. Operations of zero cost
-// beyond those held then wait too, until the loop is unblocked. With all
-// set, as at a flush, an unblocked loop takes everything, so that a flush
-// closes every batch of what was enqueued before it. Under fair release the
-// loop takes everything, as a newcomer's operations must reach the fair
-// queue to pass a backlog, so there a backlog costs batch memory again.
-func (l *loop) intake(all bool) {
-	l.heldBack = false
-	took := 0
-	for {
-		// Fair release must see every waiting watcher to order them, so
-		// under it nothing is left in the hand-over.
-		hold := (l.blocked && l.routed >= intakeHold) || (!all && took >= intakeHold)
-		if hold && !l.ready.isFair() {
-			// Release first; step pokes the loop for the rest unless the
-			// release left it blocked.
-			l.heldBack = true
-			return
-		}
-		n := l.b.takeIncoming(l.take[:])
-		if n == 0 {
-			return
-		}
-		l.now = l.clock.Now()
-		for _, op := range l.take[:n] {
-			l.route(op)
-		}
-		l.routed += n
-		took += n
-		clear(l.take[:n])
-	}
-}
-
-// route puts op in its watcher's batch. A non-batchable op closes the batch
-// being formed (so the watcher's operations keep their order) and goes alone.
-func (l *loop) route(op *Operation) {
-	w := op.Watcher()
-	var p *pending
-	if l.last != nil && l.last.open && l.last.w == w {
-		p = l.last // most runs of operations come from one watcher
-	} else {
-		p = l.open[w]
-	}
-	if !op.IsBatchable() {
-		if p != nil {
-			l.closeBatch(p)
-		}
-		l.enqueueReady(&pending{w: w, ops: []IOperation{op}, cost: uint64(op.Cost()), since: l.now})
-		return
-	}
-	max := w.MaxBatchSize()
-	if p == nil {
-		size := max
-		if size == 0 || size > 1024 {
-			size = 16
-		}
-		p = &pending{w: w, ops: make([]IOperation, 0, size), open: true, since: l.now}
-		l.open[w] = p
-		l.openList = append(l.openList, p)
-	}
-	p.ops = append(p.ops, op)
-	p.cost += uint64(op.Cost())
-	l.last = p
-	if max > 0 && uint32(len(p.ops)) >= max {
-		l.closeBatch(p)
-	}
-}
-
-// closeBatch moves a batch being formed to the ready queue.
-func (l *loop) closeBatch(p *pending) {
-	p.open = false
-	delete(l.open, p.w)
-	l.enqueueReady(p)
-}
-
-func (l *loop) enqueueReady(p *pending) { l.ready.push(p) }
-
-// closeAll closes every batch being formed, oldest first.
-func (l *loop) closeAll() {
-	for _, p := range l.openList {
-		if p.open {
-			l.closeBatch(p)
-		}
-	}
-	clear(l.openList)
-	l.openList = l.openList[:0]
-}
-
 // flush handles the flush interval and Flush: the batches being formed are
 // closed, to go as soon as the credit allows.
 func (l *loop) flush() {
-	now := l.clock.Now()
-	if l.pause.paused(now) {
+	if l.pause.paused(l.clock.Now()) {
 		return
 	}
 	l.intake(true)
 	l.closeAll()
-	l.release(now, true)
+	l.release(l.clock.Now(), true)
 }
 
 // release hands ready batches to their watchers, in order, while the credit
@@ -284,13 +185,31 @@ func (l *loop) releaseFree(now time.Time) {
 	l.ready.eachFree(func(p *pending) { l.dispatch(p, len(p.ops), now) })
 }
 
+// applySettled takes the costs reported by the callbacks that returned
+// since the last time (see ActualCoster): the credit is charged or refunded
+// the difference, and the ratio that scales the target is updated.
+func (l *loop) applySettled() {
+	est, act := l.b.settled.take()
+	if est == 0 && act == 0 {
+		return
+	}
+	if l.cfg.limiter != nil {
+		l.credit.settle(int64(min(act, 1<<40))-int64(min(est, 1<<40)), l.capacity, l.cfg.flushInterval)
+	}
+	l.ratio.observe(est, act, max(uint64(l.capacity), 1000))
+	l.b.costRatio.Store(l.ratio.fixed())
+}
+
 // affordable spends credit on the head batch and returns how many of its
 // operations may go now; waitNeed records the balance it waits for.
 //
 // Between flushes a single operation goes on any positive balance, and a
 // batch of several only when the balance pays for all of it, so batches are
-// not cut up; a batch costing more than the cap waits for the next flush.
-// At a flush (or while draining) a batch goes in the prefix the balance
+// not cut up. A batch costing more than the cap cannot be paid whole: it
+// goes once the balance is at the cap, in the prefix that pays for, so that
+// its release waits for credit, never for a flush (a batch going only at
+// flushes would cap the rate at one such batch per interval, however much
+// of its estimate the settlement refunds). At a flush (or while draining) a batch goes in the prefix the balance
 // pays for, with a tolerance of a few milliseconds' worth of capacity below
 // zero: the balance is often exactly zero at a tick, and without it timer
 // jitter would decide between that tick and the next one, a whole interval
@@ -308,9 +227,10 @@ func (l *loop) affordable(p *pending, tick bool) int {
 	case tick:
 		floor = -satMul(uint64(l.capacity), uint64(min(l.cfg.flushInterval/10, 5*time.Millisecond)))
 	case len(p.ops) > 1:
-		l.waitNeed = int64(satMulU(prefixCost(p, quantum), uint64(nanoPerCost)))
+		need := int64(satMulU(prefixCost(p, quantum), uint64(nanoPerCost)))
+		l.waitNeed = min(need, satMul(uint64(l.capacity), uint64(l.cfg.flushInterval)))
 		if !l.credit.reaches(l.waitNeed) {
-			return 0 // readyAt finds no time when waitNeed is above the cap
+			return 0
 		}
 	}
 	n, spent := 0, uint64(0)
@@ -342,15 +262,15 @@ func (l *loop) dispatch(p *pending, n int, now time.Time) {
 	if limit <= 0 {
 		limit = l.cfg.maxOperationTime
 	}
-	ib := &inflightBatch{cost: int64(cost), deadline: now.Add(limit)}
-	l.deadlines.add(ib, int(b.inflight.Load()))
+	batch := &inflightBatch{cost: int64(cost), deadline: now.Add(limit)}
+	l.deadlines.add(batch, int(b.inflight.Load()))
 	b.inflight.Add(1)
 	l.lastRelease = now
 	l.count(n, cost, now.Sub(p.since))
 	if l.cfg.emitBatch {
 		b.raise(BatchEvent, n, "", ops)
 	}
-	go b.runBatch(p.w, ops, ib)
+	go b.runBatch(p.w, ops, batch)
 }
 
 // count records a released batch in the counters and the observer.
@@ -378,19 +298,19 @@ func (l *loop) arm(now time.Time) {
 	if t, ok := l.deadlines.expire(now, l.b.markDone); ok && (at.IsZero() || t.Before(at)) {
 		at = t
 	}
-	if at.Equal(l.timerAt) {
+	if at.Equal(l.dueAt) {
 		return
 	}
-	l.timerAt = at
+	l.dueAt = at
 	if at.IsZero() {
-		l.timer.Stop()
+		l.dueTimer.Stop()
 		return
 	}
 	d := at.Sub(now)
 	if d <= 0 {
 		d = time.Nanosecond
 	}
-	l.timer.Reset(d)
+	l.dueTimer.Reset(d)
 }
 
 // requestCapacity asks the rate limiter for the target.

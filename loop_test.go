@@ -77,7 +77,7 @@ func (h *harness) pump() {
 		more := h.l.handle(sig, reply)
 		// The harness stands in for the notifier: listeners see each
 		// event at the fake time it was raised.
-		h.b.evq.deliver(&h.b.listeners)
+		h.b.undelivered.deliver(&h.b.listeners)
 		if !more {
 			// It stands in for run and the notifier, which end here.
 			h.stopped = true

@@ -83,7 +83,7 @@ func (b *Batcher) raise(name string, val int, msg string, metadata interface{}) 
 	if b.listeners.Empty() {
 		return
 	}
-	b.evq.push(event{name: name, val: val, msg: msg, metadata: metadata})
+	b.undelivered.push(event{name: name, val: val, msg: msg, metadata: metadata})
 }
 
 // notifier is the goroutine that calls the listeners with the loop's events.
@@ -93,10 +93,10 @@ func (b *Batcher) notifier() {
 	defer close(b.notifierDone)
 	for {
 		select {
-		case <-b.evq.notify:
-			b.evq.deliver(&b.listeners)
+		case <-b.undelivered.notify:
+			b.undelivered.deliver(&b.listeners)
 		case <-b.loopDone:
-			b.evq.deliver(&b.listeners)
+			b.undelivered.deliver(&b.listeners)
 			return
 		}
 	}

@@ -91,3 +91,35 @@ func thaw(ops []IOperation) {
 		}
 	}
 }
+
+// ActualCoster is implemented by an operation that can tell, once its
+// batch's callback has returned, what it really cost; *Operation implements
+// it through SetActualCost. The batcher asks after every callback: the
+// credit is then charged the difference between the actual and the
+// estimated cost (Cost()), or refunded it, so the rate the datastore sees is
+// the capacity however wrong the estimates; and the target it asks the rate
+// limiter for is scaled by the ratio of actual to estimated cost observed
+// lately. An operation that reports nothing (ok false) is settled at its
+// estimate, exactly as before.
+type ActualCoster interface {
+	ActualCost() (cost uint32, ok bool)
+}
+
+const actualKnown = 1 << 32
+
+// SetActualCost records what the operation really cost, for example the
+// request charge a datastore returned for it. Call it from the watcher's
+// callback, before it returns; the batcher reads it once the callback has
+// returned and clears it for the next attempt. For a batch whose cost is
+// known only as a whole, set it on one operation and 0 on the others. It is
+// safe for concurrent use.
+func (o *Operation) SetActualCost(cost uint32) {
+	o.actual.Store(actualKnown | uint64(cost))
+}
+
+// ActualCost returns the cost set by SetActualCost and true, or 0 and false
+// when none was set since the batcher last settled the operation.
+func (o *Operation) ActualCost() (uint32, bool) {
+	v := o.actual.Load()
+	return uint32(v), v&actualKnown != 0
+}

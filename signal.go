@@ -6,16 +6,16 @@ import "time"
 type signal uint8
 
 const (
-	sigStop     signal = iota // Stop
-	sigDrain                  // Shutdown, with the reply to close once drained
-	sigWake                   // new operations, finished callbacks
-	sigFlushT                 // the flush interval
-	sigFlush                  // Flush
-	sigCapacity               // the capacity interval
-	sigAudit                  // the audit interval
-	sigPause                  // Pause
-	sigResume                 // the end of a pause
-	sigTimer                  // credit due for the waiting batch, or a deadline
+	signalStop         signal = iota // Stop
+	signalDrain                      // Shutdown, with the reply to close once drained
+	signalWake                       // new operations, finished callbacks
+	signalFlushTick                  // the flush interval
+	signalFlush                      // Flush
+	signalCapacityTick               // the capacity interval
+	signalAuditTick                  // the audit interval
+	signalPause                      // Pause
+	signalResume                     // the end of a pause
+	signalDue                        // credit due for the waiting batch, or a deadline
 )
 
 // wait blocks until the next signal. Loop goroutine only.
@@ -27,25 +27,25 @@ func (l *loop) wait() (signal, chan struct{}) {
 	b := l.b
 	select {
 	case <-b.stopReq:
-		return sigStop, nil
+		return signalStop, nil
 	case reply := <-b.drainReq:
-		return sigDrain, reply
+		return signalDrain, reply
 	case <-b.wake:
-		return sigWake, nil
-	case <-l.flushT.C():
-		return sigFlushT, nil
+		return signalWake, nil
+	case <-l.flushTicker.C():
+		return signalFlushTick, nil
 	case <-b.flushReq:
-		return sigFlush, nil
-	case <-l.capT.C():
-		return sigCapacity, nil
-	case <-l.auditT.C():
-		return sigAudit, nil
+		return signalFlush, nil
+	case <-l.capacityTicker.C():
+		return signalCapacityTick, nil
+	case <-l.auditTicker.C():
+		return signalAuditTick, nil
 	case <-b.pauseReq:
-		return sigPause, nil
+		return signalPause, nil
 	case <-l.pauseTimer.C():
-		return sigResume, nil
-	case <-l.timer.C():
-		return sigTimer, nil
+		return signalResume, nil
+	case <-l.dueTimer.C():
+		return signalDue, nil
 	}
 }
 
@@ -54,52 +54,52 @@ func (l *loop) poll() (signal, chan struct{}, bool) {
 	b := l.b
 	select {
 	case <-b.stopReq:
-		return sigStop, nil, true
+		return signalStop, nil, true
 	case reply := <-b.drainReq:
-		return sigDrain, reply, true
+		return signalDrain, reply, true
 	case <-b.wake:
-		return sigWake, nil, true
-	case <-l.flushT.C():
-		return sigFlushT, nil, true
+		return signalWake, nil, true
+	case <-l.flushTicker.C():
+		return signalFlushTick, nil, true
 	case <-b.flushReq:
-		return sigFlush, nil, true
-	case <-l.capT.C():
-		return sigCapacity, nil, true
-	case <-l.auditT.C():
-		return sigAudit, nil, true
+		return signalFlush, nil, true
+	case <-l.capacityTicker.C():
+		return signalCapacityTick, nil, true
+	case <-l.auditTicker.C():
+		return signalAuditTick, nil, true
 	case <-b.pauseReq:
-		return sigPause, nil, true
+		return signalPause, nil, true
 	case <-l.pauseTimer.C():
-		return sigResume, nil, true
-	case <-l.timer.C():
-		return sigTimer, nil, true
+		return signalResume, nil, true
+	case <-l.dueTimer.C():
+		return signalDue, nil, true
 	default:
 		return 0, nil, false
 	}
 }
 
 // handle reacts to one signal, then runs step; reply is the drain reply of
-// sigDrain. It returns false once the loop has finished (sigStop). Loop
+// signalDrain. It returns false once the loop has finished (signalStop). Loop
 // goroutine only.
 func (l *loop) handle(sig signal, reply chan struct{}) bool {
 	switch sig {
-	case sigStop:
+	case signalStop:
 		l.finish()
 		return false
-	case sigDrain:
+	case signalDrain:
 		l.drain(reply)
-	case sigFlushT, sigFlush:
+	case signalFlushTick, signalFlush:
 		l.flush()
-	case sigCapacity:
+	case signalCapacityTick:
 		l.requestCapacity()
-	case sigAudit:
+	case signalAuditTick:
 		l.audit()
-	case sigPause:
+	case signalPause:
 		l.applyPauses()
-	case sigResume:
+	case signalResume:
 		l.resume()
-	case sigTimer:
-		l.timerAt = time.Time{}
+	case signalDue:
+		l.dueAt = time.Time{}
 	}
 	l.step()
 	return true

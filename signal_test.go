@@ -48,7 +48,7 @@ func TestPollMatchesWait(t *testing.T) {
 	if !slices.Equal(wait, poll) {
 		t.Fatalf("poll's cases differ from wait's:\nwait: %q\npoll: %q", wait, poll)
 	}
-	if n := len(wait); n != int(sigTimer)+1 {
-		t.Fatalf("wait has %d cases for %d signals", n, sigTimer+1)
+	if n := len(wait); n != int(signalDue)+1 {
+		t.Fatalf("wait has %d cases for %d signals", n, signalDue+1)
 	}
 }
