@@ -106,6 +106,7 @@ type Server struct {
 	listeners map[net.Listener]struct{}
 	janitor   chan struct{} // closed to stop the janitor
 	closing   atomic.Bool
+	loggedAt  atomic.Int64   // s.now() when an accept error was last logged
 	wg        sync.WaitGroup // the inner server and the janitor
 }
 
@@ -165,6 +166,17 @@ func (s *Server) logf(format string, args ...any) {
 	}
 }
 
+// logAcceptError logs an accept error unless one was logged less than a
+// second ago: a server out of file descriptors fails every Accept.
+func (s *Server) logAcceptError(err error, backoff time.Duration) {
+	now := s.now()
+	last := s.loggedAt.Load()
+	if (last != 0 && now-last < int64(time.Second)) || !s.loggedAt.CompareAndSwap(last, now) {
+		return
+	}
+	s.logf("http1: accept error: %v; retrying in %v", err, backoff)
+}
+
 // Serve accepts connections on ln and serves them until Shutdown or Close,
 // after which it returns http.ErrServerClosed. It closes ln when it
 // returns.
@@ -189,7 +201,6 @@ func (s *Server) Serve(ln net.Listener) error {
 		s.handoff.addr.Store(&a)
 	}
 	var backoff time.Duration
-	var lastLog time.Time
 	for {
 		rwc, err := ln.Accept()
 		if err != nil {
@@ -200,14 +211,9 @@ func (s *Server) Serve(ln net.Listener) error {
 				return err
 			}
 			// Out of file descriptors, a connection reset before it was
-			// accepted: wait a little and go on, as net/http does, and
-			// say so at most once a second, so that a long exhaustion
-			// does not flood the log.
+			// accepted: wait a little and go on, as net/http does.
 			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-			if now := time.Now(); now.Sub(lastLog) >= time.Second {
-				lastLog = now
-				s.logf("http1: accept error: %v; retrying in %v", err, backoff)
-			}
+			s.logAcceptError(err, backoff)
 			if !s.sleep(backoff) {
 				return http.ErrServerClosed
 			}

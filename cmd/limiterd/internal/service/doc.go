@@ -34,10 +34,8 @@
 //
 // # Server defaults
 //
-// Both gRPC servers, grpc-go's and the lean one, get the same values for
-// the settings each has: the lean server takes the stream, header, message
-// and handshake limits; keepalive enforcement and the idle timeout are
-// grpc-go's options (the lean server bounds pings and SETTINGS itself).
+// Both gRPC servers, grpc-go's and the lean one, get the same values, and
+// both serve server reflection and grpc.health.v1.
 //
 //	setting                           default  flag / field                                  effect
 //	REST read header timeout          5 s      --read-header-timeout / servers.read_header_timeout    connection closed

@@ -21,9 +21,7 @@ import (
 // and gRPC ports: accepts fail with "too many open files" while they are
 // open. The service must not exit, and serves again once they close.
 func TestFileDescriptorsExhausted(t *testing.T) {
-	// The lean server joins this list when its accept loop waits out
-	// EMFILE as grpc-go's and http1's do.
-	for _, gs := range []string{GRPCServerGo} {
+	for _, gs := range grpcServers {
 		t.Run(gs, func(t *testing.T) {
 			httpAddr := fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t))
 			grpcAddr := fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t))

@@ -276,10 +276,16 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// TestReflectionAndHealthOnGRPCGo: grpc-go's server lists its services by
-// server reflection, as grpcurl asks first, and answers grpc.health.v1.
-func TestReflectionAndHealthOnGRPCGo(t *testing.T) {
-	p := start(t, "", "--grpc-server", GRPCServerGo)
+// TestReflectionAndHealth: both gRPC servers list their services by server
+// reflection, as grpcurl asks first, and answer grpc.health.v1.
+func TestReflectionAndHealth(t *testing.T) {
+	for _, gs := range grpcServers {
+		t.Run(gs, func(t *testing.T) { testReflectionAndHealth(t, gs) })
+	}
+}
+
+func testReflectionAndHealth(t *testing.T, gs string) {
+	p := start(t, "", "--grpc-server", gs)
 	cc := dial(t, p.grpc)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -56,7 +56,7 @@ type Servers struct {
 	// ResourceExhausted. Default 4 MiB.
 	GRPCMaxRecvMsgBytes int64 `yaml:"grpc_max_recv_msg_bytes"`
 	// GRPCKeepaliveMinTime is the shortest interval between a client's
-	// pings that grpc-go's server tolerates (keepalive enforcement, with
+	// pings that the gRPC servers tolerate (keepalive enforcement, with
 	// pings allowed without calls in flight); a client that pings more
 	// often gets GOAWAY too_many_pings. Default 10 s.
 	GRPCKeepaliveMinTime time.Duration `yaml:"grpc_keepalive_min_time"`
@@ -101,8 +101,8 @@ func addLimitFlags(fs *flag.FlagSet, c *Config) {
 	fs.DurationVar(&s.IdleTimeout, "idle-timeout", s.IdleTimeout, "REST: keep-alive connections idle this long are closed")
 	fs.Int64Var(&s.GRPCMaxConcurrentStreams, "grpc-max-concurrent-streams", s.GRPCMaxConcurrentStreams, "gRPC: most calls in flight on one connection")
 	fs.Int64Var(&s.GRPCMaxRecvMsgBytes, "grpc-max-recv-msg-bytes", s.GRPCMaxRecvMsgBytes, "gRPC: largest request message; larger: ResourceExhausted")
-	fs.DurationVar(&s.GRPCKeepaliveMinTime, "grpc-keepalive-min-time", s.GRPCKeepaliveMinTime, "gRPC: shortest interval between a client's pings (grpc-go server)")
-	fs.DurationVar(&s.GRPCMaxConnectionIdle, "grpc-max-connection-idle", s.GRPCMaxConnectionIdle, "gRPC: connections without calls this long are closed (grpc-go server)")
+	fs.DurationVar(&s.GRPCKeepaliveMinTime, "grpc-keepalive-min-time", s.GRPCKeepaliveMinTime, "gRPC: shortest interval between a client's pings; more often: GOAWAY too_many_pings")
+	fs.DurationVar(&s.GRPCMaxConnectionIdle, "grpc-max-connection-idle", s.GRPCMaxConnectionIdle, "gRPC: connections without calls this long are closed with GOAWAY")
 	fs.DurationVar(&s.GRPCHandshakeTimeout, "grpc-handshake-timeout", s.GRPCHandshakeTimeout, "gRPC: longest wait for a new connection's preface and settings")
 }
 
@@ -171,7 +171,7 @@ func (c *Config) ranges() []rangeCheck {
 		d("servers.idle_timeout", s.IdleTimeout, time.Millisecond, 24*time.Hour),
 		n("servers.grpc_max_concurrent_streams", s.GRPCMaxConcurrentStreams, 1, 1<<20),
 		n("servers.grpc_max_recv_msg_bytes", s.GRPCMaxRecvMsgBytes, 1<<10, maxBytes),
-		d("servers.grpc_keepalive_min_time", s.GRPCKeepaliveMinTime, 0, 24*time.Hour),
+		d("servers.grpc_keepalive_min_time", s.GRPCKeepaliveMinTime, time.Millisecond, 24*time.Hour),
 		d("servers.grpc_max_connection_idle", s.GRPCMaxConnectionIdle, time.Second, 24*365*time.Hour),
 		d("servers.grpc_handshake_timeout", s.GRPCHandshakeTimeout, time.Millisecond, time.Hour),
 	}

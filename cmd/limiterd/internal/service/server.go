@@ -198,6 +198,7 @@ const streamWorkers = 256
 // unarygrpc's lean one.
 type grpcServer interface {
 	grpc.ServiceRegistrar
+	GetServiceInfo() map[string]grpc.ServiceInfo
 	Serve(net.Listener) error
 	GracefulStop()
 	Stop()
@@ -217,9 +218,7 @@ func (s *server) grpcServer() grpcServer {
 			grpc.MaxRecvMsgSize(int(c.GRPCMaxRecvMsgBytes)),
 			grpc.MaxHeaderListSize(uint32(s.cfg.Limits.MaxHeaderBytes)),
 			grpc.ConnectionTimeout(c.GRPCHandshakeTimeout),
-			grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
-				MinTime: c.GRPCKeepaliveMinTime, PermitWithoutStream: true,
-			}),
+			grpc.KeepaliveEnforcementPolicy(keepalivePolicy(c)),
 			grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: c.GRPCMaxConnectionIdle}),
 		)
 		return g
@@ -231,7 +230,17 @@ func (s *server) grpcServer() grpcServer {
 		MaxRecvMsgSize:       int(c.GRPCMaxRecvMsgBytes),
 		MaxHeaderListSize:    uint32(s.cfg.Limits.MaxHeaderBytes),
 		HandshakeTimeout:     c.GRPCHandshakeTimeout,
+		IdleTimeout:          c.GRPCMaxConnectionIdle,
+		KeepalivePolicy:      keepalivePolicy(c),
+		ErrorLog:             slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
+}
+
+// keepalivePolicy is both servers' keepalive enforcement: pings closer
+// than GRPCKeepaliveMinTime end the connection with GOAWAY
+// too_many_pings; pings without calls in flight are allowed.
+func keepalivePolicy(c Servers) keepalive.EnforcementPolicy {
+	return keepalive.EnforcementPolicy{MinTime: c.GRPCKeepaliveMinTime, PermitWithoutStream: true}
 }
 
 // debugServer serves /debug/pprof/ on --debug-addr.
@@ -272,11 +281,9 @@ func (s *server) serve(ctx context.Context) error {
 	ratelimiterv1.RegisterRateLimiterServer(g, &allowServer{s: s})
 	rlsv3.RegisterRateLimitServiceServer(g, envoyGRPC{s: s})
 	// Health checks, and server reflection so that grpcurl lists the
-	// services: on grpc-go's server, as the lean one serves no streams.
-	if gg, ok := g.(*grpc.Server); ok {
-		healthpb.RegisterHealthServer(gg, s.health)
-		reflection.Register(gg)
-	}
+	// services.
+	healthpb.RegisterHealthServer(g, s.health)
+	reflection.Register(g)
 	hs := s.httpServer()
 	var ms, ds *http.Server
 	if s.metricsLn != nil {

@@ -1,6 +1,7 @@
 package unarygrpc
 
 import (
+	"context"
 	"encoding/base64"
 	"runtime"
 	"strconv"
@@ -28,7 +29,11 @@ func (c *conn) handle(st *stream) {
 		}
 	}()
 	if st.failure != nil {
-		c.writeStatus(st, st.failure)
+		if st.httpStatus != 0 {
+			c.writeHTTPError(st)
+		} else {
+			c.writeStatus(st, st.failure)
+		}
 		return
 	}
 	payload, fail := message(buf)
@@ -113,13 +118,13 @@ func (c *conn) writeResponse(st *stream, msg mem.BufferSlice) {
 		b = append(b, m.ReadOnlyData()...)
 	}
 	*bp = b
-	ok := c.writeDataLocked(st, b)
+	ok := c.writeDataLocked(st, b, false)
 	putBuffer(bp)
 	if ok {
 		c.hbuf.Reset()
 		_ = c.henc.WriteField(hpack.HeaderField{Name: "grpc-status", Value: "0"})
 		c.writeBlockLocked(st.id, true)
-		c.finishLocked(st)
+		c.endStreamLocked(st)
 	}
 	c.endAnswerLocked()
 }
@@ -131,8 +136,40 @@ func (c *conn) writeStatus(st *stream, s *status.Status) {
 	}
 	c.appendStatusLocked(s)
 	c.writeBlockLocked(st.id, true)
-	c.finishLocked(st)
+	c.endStreamLocked(st)
 	c.endAnswerLocked()
+}
+
+// writeHTTPError answers a request that is not gRPC as an HTTP server
+// would: its status (405, 415), a text body, and gRPC's status fields for
+// a client that reads them.
+func (c *conn) writeHTTPError(st *stream) {
+	c.mu.Lock()
+	if st.closed || c.closed {
+		c.mu.Unlock()
+		return
+	}
+	body := st.failure.Message() + "\n"
+	c.hbuf.Reset()
+	_ = c.henc.WriteField(hpack.HeaderField{Name: ":status", Value: strconv.Itoa(st.httpStatus)})
+	_ = c.henc.WriteField(hpack.HeaderField{Name: "content-type", Value: "text/plain; charset=utf-8"})
+	_ = c.henc.WriteField(hpack.HeaderField{Name: "content-length", Value: strconv.Itoa(len(body))})
+	c.appendStatusLocked(st.failure)
+	c.writeBlockLocked(st.id, st.head)
+	if st.head || c.writeDataLocked(st, []byte(body), true) {
+		c.endStreamLocked(st)
+	}
+	c.endAnswerLocked()
+}
+
+// endStreamLocked closes a stream whose answer ended. A request that has
+// not ended is told to stop with RST_STREAM NO_ERROR (RFC 9113 8.1).
+func (c *conn) endStreamLocked(st *stream) {
+	if st.remoteDone {
+		c.finishLocked(st, false)
+		return
+	}
+	c.resetLocked(st.id, http2.ErrCodeNo)
 }
 
 // endAnswerLocked unlocks mu after an answer was written and sees that it
@@ -171,6 +208,7 @@ func (c *conn) appendStatusLocked(s *status.Status) {
 // HEADERS frame and as many CONTINUATION frames as the peer's frame size
 // needs.
 func (c *conn) writeBlockLocked(id uint32, endStream bool) {
+	c.pings.forgive = true
 	block := c.hbuf.Bytes()
 	max := int(c.peerFrame)
 	first := block
@@ -187,9 +225,12 @@ func (c *conn) writeBlockLocked(id uint32, endStream bool) {
 }
 
 // writeDataLocked writes b in DATA frames as the send windows allow,
-// waiting for WINDOW_UPDATE when they are used up. It reports false when
-// the stream or the connection closed meanwhile.
-func (c *conn) writeDataLocked(st *stream, b []byte) bool {
+// the last one ending the stream when end is set. When the windows are used
+// up it waits for WINDOW_UPDATE, but no longer than the call's deadline or
+// WriteTimeout without credit: then it resets the stream (CANCEL). It
+// reports false when the stream or the connection closed.
+func (c *conn) writeDataLocked(st *stream, b []byte, end bool) bool {
+	var until time.Time // give up waiting for credit then
 	for len(b) > 0 {
 		if st.closed || c.closed {
 			return false
@@ -197,17 +238,45 @@ func (c *conn) writeDataLocked(st *stream, b []byte) bool {
 		n := int64(len(b))
 		n = min(n, c.sendConn, st.sendWindow, int64(c.peerFrame))
 		if n <= 0 {
-			// Let the others' frames out and wait for the peer.
-			c.flushNowLocked()
-			c.cond.Wait()
+			if until.IsZero() {
+				until = time.Now().Add(c.srv.WriteTimeout)
+			}
+			if !c.waitCreditLocked(st, until) {
+				c.resetLocked(st.id, http2.ErrCodeCancel)
+				return false
+			}
 			continue
 		}
-		_ = c.fw.WriteData(st.id, false, b[:n])
+		_ = c.fw.WriteData(st.id, end && n == int64(len(b)), b[:n])
+		c.pings.forgive = true
 		c.sendConn -= n
 		st.sendWindow -= n
 		b = b[n:]
+		until = time.Time{}
 	}
 	return !st.closed && !c.closed
+}
+
+// waitCreditLocked lets the other frames out and waits until the windows
+// may have grown, the stream or the connection closed, or the call's
+// context ended; it reports false when the call is to give up: its
+// context ended, or until passed without credit.
+func (c *conn) waitCreditLocked(st *stream, until time.Time) bool {
+	c.flushNowLocked()
+	if st.ctx.Err() != nil || !time.Now().Before(until) {
+		return false
+	}
+	wake := func() {
+		c.mu.Lock()
+		c.cond.Broadcast()
+		c.mu.Unlock()
+	}
+	t := time.AfterFunc(time.Until(until), wake)
+	stop := context.AfterFunc(st.ctx, wake)
+	c.cond.Wait()
+	t.Stop()
+	stop()
+	return st.ctx.Err() == nil && time.Now().Before(until)
 }
 
 // encodeMessage percent-encodes a grpc-message value as gRPC's HTTP/2

@@ -7,7 +7,7 @@ import (
 	"errors"
 	"io"
 	"net"
-	"strings"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,31 +41,27 @@ type stream struct {
 	cancel context.CancelFunc
 
 	// Reader only, until the call is dispatched.
-	buf        *[]byte
-	recvWindow int32
-	recvUnack  int32
+	buf           *[]byte
+	recvWindow    int32 // guarded by c.mu on a streaming call
+	recvUnack     int32
+	path          string
+	contentLength int64 // -1 when the request has none
+	received      int64 // DATA payload bytes so far
+	dispatched    bool  // handed to a worker: the worker counts the call's end
+
+	// Set before the stream is published, read-only after.
 	failure    *status.Status // answer this instead of calling the method
-	path       string
-	dispatched bool // handed to a worker: the worker counts the call's end
+	httpStatus int            // with failure: answer as HTTP, not gRPC (not a gRPC request)
+	head       bool           // a HEAD request: an answer without a body
+	early      bool           // answered before its request ends: the rest is discarded
 
 	// Guarded by c.mu.
-	sendWindow int64
-	closed     bool // answered, or reset by either side
-}
-
-// headerBlock is what the reader collects from a block of HEADERS and
-// CONTINUATION frames.
-type headerBlock struct {
-	streamID                 uint32
-	endStream                bool
-	raw                      int
-	size                     uint32
-	tooLarge, malformed      bool
-	regular                  bool // a regular field was seen: no pseudo-header may follow
-	method, path, scheme     string
-	contentType, timeout     string
-	encoding                 string
-	hasMethod, hasPath, isCT bool
+	sendWindow  int64
+	closed      bool // answered, or reset by either side
+	remoteDone  bool // the request ended (END_STREAM from the peer)
+	headersSent bool // a streaming call's response headers are out
+	in          []byte
+	notify      chan struct{} // a streaming call: data arrived or the request ended
 }
 
 // conn is one HTTP/2 connection.
@@ -81,6 +77,7 @@ type conn struct {
 	recv      map[uint32]*stream // streams whose request is still arriving
 	recvConn  int64              // the connection's receive window left
 	recvUnack int64
+	idleSince time.Time // when the read deadline of IdleTimeout was set; zero when none is
 
 	// mu guards what follows and every write to the connection.
 	mu         sync.Mutex
@@ -97,6 +94,9 @@ type conn struct {
 	goingAway  bool
 	closed     bool
 	werr       error
+	gone       closedStreams // streams closed lately
+	pings      pingPolicy
+	settings   settingsPolicy
 
 	// calls counts the streams opened and not yet done: a stream is done
 	// when its method returns, or when it ends before its request is
@@ -123,6 +123,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		sendConn:   65535,
 		peerWindow: 65535,
 		peerFrame:  16384,
+		pings:      pingPolicy{minTime: s.KeepalivePolicy.MinTime, permitWithoutCalls: s.KeepalivePolicy.PermitWithoutStream},
 	}
 	c.cond.L = &c.mu
 	c.fr = http2.NewFramer(nil, c.br)
@@ -139,15 +140,31 @@ func newConn(s *Server, nc net.Conn) *conn {
 // error.
 var errGoAway = errors.New("unarygrpc: connection error")
 
-// serve reads the connection until it ends.
+// serve reads the connection until it ends. What the reader writes
+// (acknowledgements, WINDOW_UPDATE, RST_STREAM) waits in the write buffer
+// until no whole frame is left to read, so that a burst of frames is
+// answered in one write.
 func (c *conn) serve() {
 	defer c.close()
 	if err := c.handshake(); err != nil {
 		return
 	}
 	for {
+		if !c.frameBuffered() {
+			c.mu.Lock()
+			c.flushLocked()
+			idle, goingAway := len(c.streams) == 0, c.goingAway
+			c.mu.Unlock()
+			if !goingAway {
+				c.setIdleDeadline(idle)
+			}
+		}
 		f, err := c.fr.ReadFrame()
 		if err != nil {
+			if !c.idleSince.IsZero() && errors.Is(err, os.ErrDeadlineExceeded) {
+				c.connError(http2.ErrCodeNo, "idle")
+				return
+			}
 			var se http2.StreamError
 			if errors.As(err, &se) {
 				c.resetStream(se.StreamID, se.Code)
@@ -155,9 +172,9 @@ func (c *conn) serve() {
 			}
 			var ce http2.ConnectionError
 			if errors.As(err, &ce) {
-				c.connError(http2.ErrCode(ce))
+				c.connError(http2.ErrCode(ce), "")
 			} else if errors.Is(err, http2.ErrFrameTooLarge) {
-				c.connError(http2.ErrCodeFrameSize)
+				c.connError(http2.ErrCodeFrameSize, "")
 			}
 			return
 		}
@@ -165,6 +182,31 @@ func (c *conn) serve() {
 			return
 		}
 	}
+}
+
+// setIdleDeadline starts or stops the wait of IdleTimeout for a frame on
+// a connection without calls in flight. Reader only.
+func (c *conn) setIdleDeadline(idle bool) {
+	if c.srv.IdleTimeout <= 0 || idle == !c.idleSince.IsZero() {
+		return
+	}
+	if idle {
+		c.idleSince = time.Now()
+		_ = c.nc.SetReadDeadline(c.idleSince.Add(c.srv.IdleTimeout))
+		return
+	}
+	c.idleSince = time.Time{}
+	_ = c.nc.SetReadDeadline(time.Time{})
+}
+
+// frameBuffered reports whether a whole frame is in the read buffer.
+func (c *conn) frameBuffered() bool {
+	if c.br.Buffered() < 9 {
+		return false
+	}
+	h, _ := c.br.Peek(9)
+	n := int(h[0])<<16 | int(h[1])<<8 | int(h[2])
+	return c.br.Buffered() >= 9+n
 }
 
 // handshake reads the client preface, sends the server's SETTINGS and
@@ -189,7 +231,7 @@ func (c *conn) handshake() error {
 	}
 	sf, ok := f.(*http2.SettingsFrame)
 	if !ok || sf.IsAck() {
-		c.connError(http2.ErrCodeProtocol)
+		c.connError(http2.ErrCodeProtocol, "")
 		return errGoAway
 	}
 	if err := c.handleFrame(sf); err != nil {
@@ -212,21 +254,38 @@ func (c *conn) handleFrame(f http2.Frame) error {
 	case *http2.WindowUpdateFrame:
 		return c.onWindowUpdate(f)
 	case *http2.PingFrame:
-		if !f.IsAck() {
-			c.mu.Lock()
-			_ = c.fw.WritePing(true, f.Data)
-			c.flushLocked()
-			c.mu.Unlock()
-		}
+		return c.onPing(f)
 	case *http2.RSTStreamFrame:
 		return c.onReset(f)
+	case *http2.PriorityFrame:
+		// A stream depending on itself: RFC 9113 5.3.1.
+		if f.StreamDep == f.StreamID {
+			c.resetStream(f.StreamID, http2.ErrCodeProtocol)
+		}
 	case *http2.PushPromiseFrame:
-		c.connError(http2.ErrCodeProtocol)
+		c.connError(http2.ErrCodeProtocol, "")
 		return errGoAway
 	case *http2.GoAwayFrame:
 		// The peer opens no more streams; those in flight finish.
 	}
-	// PRIORITY and unknown frame types are ignored.
+	// Unknown frame types are ignored.
+	return nil
+}
+
+// onPing answers a PING, and ends a connection that pings more often than
+// the keepalive policy permits.
+func (c *conn) onPing(f *http2.PingFrame) error {
+	if f.IsAck() {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pings.onPing(time.Now(), len(c.streams)) {
+		c.goAwayLocked(http2.ErrCodeEnhanceYourCalm, "too_many_pings")
+		c.flushLocked()
+		return errGoAway
+	}
+	_ = c.fw.WritePing(true, f.Data)
 	return nil
 }
 
@@ -238,14 +297,19 @@ func (c *conn) onSettings(f *http2.SettingsFrame) error {
 	if err != nil {
 		var ce http2.ConnectionError
 		if errors.As(err, &ce) {
-			c.connError(http2.ErrCode(ce))
+			c.connError(http2.ErrCode(ce), "")
 		} else {
-			c.connError(http2.ErrCodeProtocol)
+			c.connError(http2.ErrCodeProtocol, "")
 		}
 		return errGoAway
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.settings.onSettings(time.Now()) {
+		c.goAwayLocked(http2.ErrCodeEnhanceYourCalm, "too_many_settings")
+		c.flushLocked()
+		return errGoAway
+	}
 	overflow := false
 	_ = f.ForeachSetting(func(s http2.Setting) error {
 		switch s.ID {
@@ -266,212 +330,49 @@ func (c *conn) onSettings(f *http2.SettingsFrame) error {
 		return nil
 	})
 	if overflow {
-		c.goAwayLocked(http2.ErrCodeFlowControl)
+		c.goAwayLocked(http2.ErrCodeFlowControl, "")
 		c.flushLocked()
 		return errGoAway
 	}
 	_ = c.fw.WriteSettingsAck()
 	c.cond.Broadcast()
-	c.flushLocked()
 	return nil
 }
 
-func (c *conn) onHeaders(f *http2.HeadersFrame) error {
-	id := f.Header().StreamID
-	c.hb = headerBlock{streamID: id, endStream: f.StreamEnded()}
-	if f.HasPriority() && f.Priority.StreamDep == id {
-		// A stream depending on itself: a stream error, but its block must
-		// still be decoded to keep the table in step.
-		c.hb.malformed = true
-	}
-	return c.onHeaderFragment(id, f.HeaderBlockFragment(), f.HeadersEnded())
-}
-
-// onHeaderFragment decodes a fragment of the current header block and,
-// at its end, acts on the block.
-func (c *conn) onHeaderFragment(id uint32, frag []byte, end bool) error {
-	h := &c.hb
-	h.raw += len(frag)
-	if h.raw > maxHeaderBlock {
-		c.connError(http2.ErrCodeEnhanceYourCalm)
-		return errGoAway
-	}
-	if _, err := c.hdec.Write(frag); err != nil {
-		c.connError(http2.ErrCodeCompression)
-		return errGoAway
-	}
-	if !end {
-		return nil
-	}
-	if err := c.hdec.Close(); err != nil {
-		c.connError(http2.ErrCodeCompression)
-		return errGoAway
-	}
-	return c.onHeaderBlock()
-}
-
-// onField records one decoded header field of the current block.
-func (c *conn) onField(f hpack.HeaderField) {
-	h := &c.hb
-	h.size += f.Size()
-	if h.size > c.srv.MaxHeaderListSize {
-		h.tooLarge = true
-		return
-	}
-	if f.IsPseudo() {
-		if h.regular {
-			h.malformed = true
-			return
-		}
-		switch f.Name {
-		case ":method":
-			h.malformed = h.malformed || h.hasMethod
-			h.method, h.hasMethod = f.Value, true
-		case ":path":
-			h.malformed = h.malformed || h.hasPath
-			h.path, h.hasPath = f.Value, true
-		case ":scheme":
-			h.scheme = f.Value
-		case ":authority":
-		default:
-			h.malformed = true
-		}
-		return
-	}
-	h.regular = true
-	switch f.Name {
-	case "content-type":
-		h.contentType, h.isCT = f.Value, true
-	case "grpc-timeout":
-		h.timeout = f.Value
-	case "grpc-encoding":
-		h.encoding = f.Value
-	case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade":
-		h.malformed = true
-	case "te":
-		h.malformed = h.malformed || f.Value != "trailers"
-	default:
-		if !validFieldName(f.Name) {
-			h.malformed = true
-		}
-	}
-}
-
-// validFieldName reports whether name is a lower-case HTTP/2 field name.
-func validFieldName(name string) bool {
-	if name == "" {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		b := name[i]
-		if b <= ' ' || b >= 0x7f || ('A' <= b && b <= 'Z') || strings.IndexByte(`"(),/:;<=>?@[\]{}`, b) >= 0 {
-			return false
-		}
-	}
-	return true
-}
-
-// onHeaderBlock acts on a complete header block: a new call, or the end
-// of one that is arriving.
-func (c *conn) onHeaderBlock() error {
-	h := &c.hb
-	id := h.streamID
-	if st, ok := c.recv[id]; ok {
-		// Trailers from the client end its request.
-		if !h.endStream {
-			c.resetStream(id, http2.ErrCodeProtocol)
-			return nil
-		}
-		c.endRequest(st)
-		return nil
-	}
-	if id%2 == 0 {
-		c.connError(http2.ErrCodeProtocol)
-		return errGoAway
-	}
-	c.mu.Lock()
-	if id <= c.maxID {
-		_, open := c.streams[id]
-		c.mu.Unlock()
-		if open {
-			// HEADERS on a half-closed stream.
-			c.resetStream(id, http2.ErrCodeStreamClosed)
-			return nil
-		}
-		// A stream that is closed, or an identifier below one already
-		// used: RFC 9113 5.1.1.
-		c.connError(http2.ErrCodeProtocol)
-		return errGoAway
-	}
-	c.maxID = id
-	refuse := c.goingAway || uint32(c.calls.Load()) >= c.srv.MaxConcurrentStreams
-	c.mu.Unlock()
-	if refuse {
-		c.resetStream(id, http2.ErrCodeRefusedStream)
-		return nil
-	}
-	if h.malformed || !h.hasMethod || !h.hasPath || h.path == "" || h.method != "POST" {
-		c.resetStream(id, http2.ErrCodeProtocol)
-		return nil
-	}
-
-	st := &stream{c: c, id: id, path: h.path, recvWindow: streamWindow}
-	switch {
-	case h.tooLarge:
-		st.failure = status.Newf(codes.ResourceExhausted, "header list size exceeds the limit of %d bytes", c.srv.MaxHeaderListSize)
-	case !h.isCT || !isGRPCContentType(h.contentType):
-		st.failure = status.Newf(codes.Internal, "invalid gRPC request content-type %q", h.contentType)
-	case h.encoding != "" && h.encoding != "identity":
-		st.failure = status.Newf(codes.Unimplemented, "grpc: Decompressor is not installed for grpc-encoding %q", h.encoding)
-	}
-	var timeout time.Duration
-	hasDeadline := false
-	if st.failure == nil && h.timeout != "" {
-		t, ok := parseTimeout(h.timeout)
-		if !ok {
-			st.failure = status.Newf(codes.Internal, "malformed grpc-timeout: %q", h.timeout)
-		}
-		timeout, hasDeadline = t, ok
-	}
-	if st.failure == nil {
-		m, ok := c.srv.lookup(h.path)
-		if !ok {
-			st.failure = status.New(codes.Unimplemented, c.srv.unknownMethod(h.path))
-		}
-		st.method = m
-	}
-	if hasDeadline && st.failure == nil {
-		st.ctx, st.cancel = context.WithTimeout(context.Background(), timeout)
-	} else {
-		st.ctx, st.cancel = context.WithCancel(context.Background())
-	}
-
-	c.calls.Add(1)
-	c.mu.Lock()
-	st.sendWindow = c.peerWindow
-	c.streams[id] = st
-	c.mu.Unlock()
-	if h.endStream {
-		c.endRequest(st)
-		return nil
-	}
-	c.recv[id] = st
-	return nil
-}
-
-// isGRPCContentType reports whether ct is application/grpc, alone or with
-// a +subtype or parameters.
-func isGRPCContentType(ct string) bool {
-	const base = "application/grpc"
-	if len(ct) < len(base) || !strings.EqualFold(ct[:len(base)], base) {
-		return false
-	}
-	return len(ct) == len(base) || ct[len(base)] == '+' || ct[len(base)] == ';'
-}
-
-// endRequest hands a complete request to a worker.
+// endRequest acts on the end of a request: a unary call is handed to a
+// worker, a streaming call's RecvMsg sees the end.
 func (c *conn) endRequest(st *stream) {
 	delete(c.recv, st.id)
+	if st.notify != nil {
+		c.mu.Lock()
+		st.remoteDone = true
+		c.mu.Unlock()
+		st.signal()
+		return
+	}
+	if st.contentLength >= 0 && st.received != st.contentLength && !st.early {
+		// RFC 9113 8.1.1: a content-length that the DATA frames do not
+		// match makes the request malformed.
+		c.resetStream(st.id, http2.ErrCodeProtocol)
+		return
+	}
+	c.mu.Lock()
+	st.remoteDone = true
+	c.mu.Unlock()
+	st.dispatched = true
+	c.srv.dispatch(st)
+}
+
+// answerEarly answers a unary call whose request is refused before it
+// ends (a message over the limit): its answer goes out now, and the rest
+// of the request is discarded as it arrives.
+func (c *conn) answerEarly(st *stream, s *status.Status) {
+	delete(c.recv, st.id)
+	if st.buf != nil {
+		putBuffer(st.buf)
+		st.buf = nil
+	}
+	st.failure, st.early = s, true
 	st.dispatched = true
 	c.srv.dispatch(st)
 }
@@ -481,7 +382,7 @@ func (c *conn) onData(f *http2.DataFrame) error {
 	n := int64(f.Header().Length)
 	c.recvConn -= n
 	if c.recvConn < 0 {
-		c.connError(http2.ErrCodeFlowControl)
+		c.connError(http2.ErrCodeFlowControl, "")
 		return errGoAway
 	}
 	c.recvUnack += n
@@ -492,28 +393,23 @@ func (c *conn) onData(f *http2.DataFrame) error {
 	}
 	st, ok := c.recv[id]
 	if !ok {
-		c.mu.Lock()
-		_, open := c.streams[id]
-		idle := id > c.maxID
-		c.mu.Unlock()
-		switch {
-		case idle:
-			c.connError(http2.ErrCodeProtocol)
-			return errGoAway
-		case open:
-			// DATA after the request ended.
-			c.resetStream(id, http2.ErrCodeStreamClosed)
-		}
-		// A stream already reset or answered: the frame is dropped.
-		return nil
+		return c.onDataNotReceiving(id, f.StreamEnded())
+	}
+	if st.notify != nil {
+		return c.onStreamData(st, f)
 	}
 	st.recvWindow -= int32(n)
 	if st.recvWindow < 0 {
-		delete(c.recv, id)
 		c.resetStream(id, http2.ErrCodeFlowControl)
 		return nil
 	}
-	if data := f.Data(); len(data) > 0 && st.failure == nil {
+	data := f.Data()
+	st.received += int64(len(data))
+	if st.contentLength >= 0 && st.received > st.contentLength {
+		c.resetStream(id, http2.ErrCodeProtocol)
+		return nil
+	}
+	if len(data) > 0 && st.failure == nil {
 		if st.buf == nil {
 			st.buf = getBuffer()
 		}
@@ -522,13 +418,13 @@ func (c *conn) onData(f *http2.DataFrame) error {
 		if len(b) >= 5 {
 			size := int(b[1])<<24 | int(b[2])<<16 | int(b[3])<<8 | int(b[4])
 			if size > c.srv.MaxRecvMsgSize || size < 0 {
-				st.failure = status.Newf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", size, c.srv.MaxRecvMsgSize)
-				putBuffer(st.buf)
-				st.buf = nil
+				st.remoteDone = f.StreamEnded()
+				c.answerEarly(st, status.Newf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", size, c.srv.MaxRecvMsgSize))
+				return nil
 			} else if len(b) > 5+size {
-				st.failure = status.New(codes.Internal, "grpc: client streaming protocol violation: get <nil>, want <EOF>")
-				putBuffer(st.buf)
-				st.buf = nil
+				st.remoteDone = f.StreamEnded()
+				c.answerEarly(st, status.New(codes.Internal, "grpc: client streaming protocol violation: get <nil>, want <EOF>"))
+				return nil
 			}
 		}
 	}
@@ -545,10 +441,34 @@ func (c *conn) onData(f *http2.DataFrame) error {
 	return nil
 }
 
+// onDataNotReceiving acts on DATA for a stream whose request is not being
+// read: idle, answered early, half-closed or closed (RFC 9113 5.1).
+func (c *conn) onDataNotReceiving(id uint32, end bool) error {
+	c.mu.Lock()
+	st, open := c.streams[id]
+	idle := id > c.maxID
+	gone, byUs := c.gone.find(id)
+	discard := open && st.early && !st.remoteDone
+	if discard && end {
+		st.remoteDone = true
+	}
+	c.mu.Unlock()
+	switch {
+	case idle:
+		c.connError(http2.ErrCodeProtocol, "")
+		return errGoAway
+	case discard, gone && byUs:
+		// The rest of a request answered early, or frames the peer sent
+		// before it saw our RST_STREAM: discarded.
+	default:
+		c.resetStream(id, http2.ErrCodeStreamClosed)
+	}
+	return nil
+}
+
 func (c *conn) sendWindowUpdate(id, n uint32) {
 	c.mu.Lock()
 	_ = c.fw.WriteWindowUpdate(id, n)
-	c.flushLocked()
 	c.mu.Unlock()
 }
 
@@ -558,7 +478,7 @@ func (c *conn) onWindowUpdate(f *http2.WindowUpdateFrame) error {
 	if id == 0 {
 		c.sendConn += int64(f.Increment)
 		if c.sendConn > maxWindow {
-			c.goAwayLocked(http2.ErrCodeFlowControl)
+			c.goAwayLocked(http2.ErrCodeFlowControl, "")
 			c.flushLocked()
 			c.mu.Unlock()
 			return errGoAway
@@ -578,7 +498,7 @@ func (c *conn) onWindowUpdate(f *http2.WindowUpdateFrame) error {
 	c.mu.Unlock()
 	switch {
 	case idle:
-		c.connError(http2.ErrCodeProtocol)
+		c.connError(http2.ErrCodeProtocol, "")
 		return errGoAway
 	case overflow:
 		c.resetStream(id, http2.ErrCodeFlowControl)
@@ -591,12 +511,12 @@ func (c *conn) onReset(f *http2.RSTStreamFrame) error {
 	c.mu.Lock()
 	idle := id > c.maxID
 	if st, ok := c.streams[id]; ok {
-		c.finishLocked(st)
+		c.finishLocked(st, false)
 	}
 	c.mu.Unlock()
 	delete(c.recv, id)
 	if idle {
-		c.connError(http2.ErrCodeProtocol)
+		c.connError(http2.ErrCodeProtocol, "")
 		return errGoAway
 	}
 	return nil
@@ -606,16 +526,24 @@ func (c *conn) onReset(f *http2.RSTStreamFrame) error {
 func (c *conn) resetStream(id uint32, code http2.ErrCode) {
 	delete(c.recv, id)
 	c.mu.Lock()
-	if st, ok := c.streams[id]; ok {
-		c.finishLocked(st)
-	}
-	_ = c.fw.WriteRSTStream(id, code)
-	c.flushLocked()
+	c.resetLocked(id, code)
 	c.mu.Unlock()
 }
 
-// finishLocked closes a stream: its context ends, its slot is free.
-func (c *conn) finishLocked(st *stream) {
+// resetLocked writes RST_STREAM, closes the stream if it is open, and
+// remembers that frames the peer still sends on it are to be discarded.
+func (c *conn) resetLocked(id uint32, code http2.ErrCode) {
+	if st, ok := c.streams[id]; ok {
+		c.finishLocked(st, true)
+	} else {
+		c.gone.add(id, true)
+	}
+	_ = c.fw.WriteRSTStream(id, code)
+}
+
+// finishLocked closes a stream: its context ends, its slot is free. byUs
+// tells whether the server reset it.
+func (c *conn) finishLocked(st *stream, byUs bool) {
 	if st.closed {
 		return
 	}
@@ -623,25 +551,38 @@ func (c *conn) finishLocked(st *stream) {
 	st.cancel()
 	if !st.dispatched {
 		c.calls.Add(-1)
+		if st.buf != nil {
+			putBuffer(st.buf)
+			st.buf = nil
+		}
 	}
 	delete(c.streams, st.id)
+	c.gone.add(st.id, byUs)
 	c.cond.Broadcast() // a writer waiting for its window gives up
+	if st.notify != nil {
+		st.signal()
+	}
 	if c.goingAway && len(c.streams) == 0 {
 		c.shutdownLocked()
 	}
 }
 
-// connError sends GOAWAY with code; the caller then ends the connection.
-func (c *conn) connError(code http2.ErrCode) {
+// connError sends GOAWAY with code and debug data; the caller then ends
+// the connection.
+func (c *conn) connError(code http2.ErrCode, debug string) {
 	c.mu.Lock()
-	c.goAwayLocked(code)
+	c.goAwayLocked(code, debug)
 	c.flushLocked()
 	c.mu.Unlock()
 }
 
-func (c *conn) goAwayLocked(code http2.ErrCode) {
+func (c *conn) goAwayLocked(code http2.ErrCode, debug string) {
 	if !c.closed {
-		_ = c.fw.WriteGoAway(c.maxID, code, nil)
+		var d []byte
+		if debug != "" {
+			d = []byte(debug)
+		}
+		_ = c.fw.WriteGoAway(c.maxID, code, d)
 	}
 	c.goingAway = true
 }
@@ -655,7 +596,7 @@ func (c *conn) goAway() {
 		c.mu.Unlock()
 		return
 	}
-	c.goAwayLocked(http2.ErrCodeNo)
+	c.goAwayLocked(http2.ErrCodeNo, "")
 	c.flushLocked()
 	if len(c.streams) == 0 {
 		c.shutdownLocked()

@@ -133,6 +133,9 @@ func (c *rawClient) answer(id uint32) answer {
 			}
 		case *http2.DataFrame:
 			a.data = append(a.data, f.Data()...)
+			if f.StreamEnded() {
+				return a
+			}
 			if len(f.Data()) > 0 {
 				_ = c.fr.WriteWindowUpdate(0, uint32(len(f.Data())))
 				_ = c.fr.WriteWindowUpdate(id, uint32(len(f.Data())))
@@ -228,13 +231,13 @@ func TestRawRefusals(t *testing.T) {
 		{"compressed flag without encoding", callHeaders, [][]byte{grpcMessage(t, 1, &ratelimiterv1.AllowRequest{Key: "k"})}, "13", 0},
 		{"unknown payload flag", callHeaders, [][]byte{grpcMessage(t, 7, &ratelimiterv1.AllowRequest{Key: "k"})}, "13", 0},
 		{"gzip encoding", with("grpc-encoding", "gzip"), [][]byte{msg}, "12", 0},
-		{"not gRPC", with("content-type", "application/json"), [][]byte{msg}, "13", 0},
+		{"not gRPC", with("content-type", "application/json"), [][]byte{msg}, "3", 0},
 		{"bad timeout", with("grpc-timeout", "soon"), [][]byte{msg}, "13", 0},
 		{"truncated message", callHeaders, [][]byte{msg[:len(msg)-1]}, "13", 0},
 		{"no message", callHeaders, nil, "13", 0},
 		{"unknown method", with(":path", "/ratelimiter.v1.RateLimiter/X"), [][]byte{msg}, "12", 0},
 		{"malformed path", with(":path", "nonsense"), [][]byte{msg}, "12", 0},
-		{"GET", with(":method", "GET"), nil, "", http2.ErrCodeProtocol},
+		{"GET", with(":method", "GET"), nil, "13", 0},
 		{"no path", callHeaders[2:], nil, "", http2.ErrCodeProtocol},
 		{"upper-case name", with("X-Upper", "v"), [][]byte{msg}, "", http2.ErrCodeProtocol},
 		{"connection header", with("connection", "close"), [][]byte{msg}, "", http2.ErrCodeProtocol},
@@ -277,9 +280,12 @@ func TestRawFlowControl(t *testing.T) {
 	// the bytes arrive.
 	c.headers(3, false, callHeaders...)
 	chunk := make([]byte, 16384)
-	for range 2 {
-		_ = c.fr.WriteData(3, false, chunk)
-	}
+	// One message of five frames, its prefix in the first.
+	first := make([]byte, 16384)
+	size := 5*16384 - 5
+	first[1], first[2], first[3], first[4] = byte(size>>24), byte(size>>16), byte(size>>8), byte(size)
+	_ = c.fr.WriteData(3, false, first)
+	_ = c.fr.WriteData(3, false, chunk)
 	for {
 		if w, ok := c.read().(*http2.WindowUpdateFrame); ok && w.StreamID == 3 {
 			if w.Increment != 2*16384 {
@@ -292,7 +298,7 @@ func TestRawFlowControl(t *testing.T) {
 		_ = c.fr.WriteData(3, false, chunk)
 	}
 	_ = c.fr.WriteData(3, true, nil)
-	// Zeros: an empty message, then more bytes than it.
+	// Zeros: not a valid AllowRequest.
 	if a := c.answer(3); a.fields["grpc-status"] != "13" {
 		t.Fatalf("a request of 5 frames: %v", a)
 	}

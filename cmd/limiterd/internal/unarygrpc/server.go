@@ -1,31 +1,9 @@
-// Package unarygrpc is a lean gRPC server for unary methods. It serves
-// HTTP/2 connections that start with the client preface on a plain
-// listener (prior knowledge, h2c, as grpc-go's server does without TLS),
-// calling the handlers of the generated service descriptors with the codec
-// it is given, and costs a fraction of grpc-go's server per call: no
-// per-connection writer goroutine, no per-call timers without a deadline,
-// one buffered write per burst of answers.
-//
-// It implements the parts of HTTP/2 a gRPC peer uses: SETTINGS and their
-// acknowledgement, PING, flow control both ways (WINDOW_UPDATE for the
-// connection and each stream), HEADERS with CONTINUATION, DATA, RST_STREAM,
-// GOAWAY on a graceful stop and on connection errors, and a limit on the
-// calls in flight per connection. On top of it, gRPC's rules for unary
-// calls: one length-prefixed message each way, the grpc-timeout header as
-// the call's deadline, answers ending in trailers with grpc-status and
-// grpc-message (and grpc-status-details-bin when the status has details),
-// Unimplemented for a method it does not know.
-//
-// What it leaves out: streaming methods (RegisterService refuses a service
-// that has any, and Serve reports it), compression (a compressed request
-// is answered Unimplemented or Internal, as grpc-go answers one it cannot
-// decompress), interceptors, stats handlers, TLS, and the call's metadata
-// and peer in the handler's context.
 package unarygrpc
 
 import (
 	"errors"
 	"fmt"
+	"log"
 	"net"
 	"reflect"
 	"sync"
@@ -35,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/encoding"
 	grpcproto "google.golang.org/grpc/encoding/proto"
+	"google.golang.org/grpc/keepalive"
 )
 
 // Defaults of the Server's settings.
@@ -77,13 +56,29 @@ type Server struct {
 	// first SETTINGS; 0 means 10 s.
 	HandshakeTimeout time.Duration
 	// WriteTimeout bounds each write to a connection; a peer that stops
-	// reading for longer loses the connection, and its calls end. 0 means
-	// 10 s.
+	// reading for longer loses the connection, and its calls end. It also
+	// bounds a call's wait for flow-control credit: an answer that the
+	// peer's windows hold back for longer is reset (RST_STREAM CANCEL).
+	// 0 means 10 s.
 	WriteTimeout time.Duration
+	// IdleTimeout closes a connection (GOAWAY NO_ERROR "idle", then close)
+	// that has had no call in flight for this long, pings or not, as
+	// grpc-go's keepalive.ServerParameters.MaxConnectionIdle does; 0 means
+	// never.
+	IdleTimeout time.Duration
+	// KeepalivePolicy is how often a peer may ping, as in grpc-go: a ping
+	// sooner than MinTime after the previous one (sooner than two hours
+	// without calls in flight, unless PermitWithoutStream) is a strike, and
+	// the third strike ends the connection with GOAWAY ENHANCE_YOUR_CALM
+	// "too_many_pings". A MinTime of 0 means DefaultKeepaliveMinTime.
+	KeepalivePolicy keepalive.EnforcementPolicy
+	// ErrorLog receives accept errors, at most one a second; nil means the
+	// log package's standard logger.
+	ErrorLog *log.Logger
 
 	mu        sync.Mutex
 	methods   map[string]*method
-	services  map[string]bool
+	services  map[string]grpc.ServiceInfo
 	regErr    error
 	listeners map[net.Listener]struct{}
 	conns     map[*conn]struct{}
@@ -94,24 +89,28 @@ type Server struct {
 
 	work     chan *stream
 	nworkers atomic.Int32
+	loggedAt atomic.Int64 // when an accept error was last logged, in Unix nanoseconds
 }
 
 // method is a registered method and the service implementation it calls.
 type method struct {
 	impl    any
 	handler grpc.MethodHandler
+	stream  *grpc.StreamDesc // a streaming method's; nil for a unary one
 }
 
 var _ grpc.ServiceRegistrar = (*Server)(nil)
 
-// ErrStreaming is reported by Serve when a registered service has a
+// ErrStreaming was reported by Serve when a registered service had a
 // streaming method.
+//
+// Deprecated: streaming methods are served; nothing reports it any more.
 var ErrStreaming = errors.New("unarygrpc: streaming methods are not served")
 
-// RegisterService registers the unary methods of a service, as
-// grpc.Server.RegisterService does. A service with streaming methods, one
-// registered twice, or an implementation that does not implement the
-// descriptor's handler type is refused: Serve then returns the error.
+// RegisterService registers the methods of a service, as
+// grpc.Server.RegisterService does. A service registered twice, or an
+// implementation that does not implement the descriptor's handler type,
+// is refused: Serve then returns the error.
 func (s *Server) RegisterService(sd *grpc.ServiceDesc, impl any) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -120,13 +119,9 @@ func (s *Server) RegisterService(sd *grpc.ServiceDesc, impl any) {
 	}
 	if s.methods == nil {
 		s.methods = make(map[string]*method)
-		s.services = make(map[string]bool)
+		s.services = make(map[string]grpc.ServiceInfo)
 	}
-	switch {
-	case len(sd.Streams) > 0:
-		s.regErr = fmt.Errorf("%w: service %s has %d", ErrStreaming, sd.ServiceName, len(sd.Streams))
-		return
-	case s.services[sd.ServiceName]:
+	if _, dup := s.services[sd.ServiceName]; dup {
 		s.regErr = fmt.Errorf("unarygrpc: service %s registered twice", sd.ServiceName)
 		return
 	}
@@ -137,11 +132,30 @@ func (s *Server) RegisterService(sd *grpc.ServiceDesc, impl any) {
 			return
 		}
 	}
-	s.services[sd.ServiceName] = true
+	info := grpc.ServiceInfo{Metadata: sd.Metadata}
 	for i := range sd.Methods {
 		md := &sd.Methods[i]
 		s.methods["/"+sd.ServiceName+"/"+md.MethodName] = &method{impl: impl, handler: md.Handler}
+		info.Methods = append(info.Methods, grpc.MethodInfo{Name: md.MethodName})
 	}
+	for i := range sd.Streams {
+		d := &sd.Streams[i]
+		s.methods["/"+sd.ServiceName+"/"+d.StreamName] = &method{impl: impl, stream: d}
+		info.Methods = append(info.Methods, grpc.MethodInfo{Name: d.StreamName, IsClientStream: d.ClientStreams, IsServerStream: d.ServerStreams})
+	}
+	s.services[sd.ServiceName] = info
+}
+
+// GetServiceInfo returns the registered services and their methods, as
+// grpc.Server.GetServiceInfo does; server reflection lists them from it.
+func (s *Server) GetServiceInfo() map[string]grpc.ServiceInfo {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]grpc.ServiceInfo, len(s.services))
+	for name, info := range s.services {
+		out[name] = info
+	}
+	return out
 }
 
 func (s *Server) init() {
@@ -195,7 +209,7 @@ func (s *Server) unknownMethod(path string) string {
 	}
 	svc, name := path[1:i], path[i+1:]
 	s.mu.Lock()
-	known := s.services[svc]
+	_, known := s.services[svc]
 	s.mu.Unlock()
 	if known {
 		return fmt.Sprintf("unknown method %v for service %v", name, svc)
@@ -204,8 +218,9 @@ func (s *Server) unknownMethod(path string) string {
 }
 
 // Serve accepts connections on ln and serves them until GracefulStop or
-// Stop, then returns nil; it returns the error of an Accept that fails for
-// another reason, or of a refused registration. It closes ln.
+// Stop, then returns nil; it returns the error of a refused registration,
+// or net.ErrClosed when ln is closed by someone else. Other Accept errors
+// (out of file descriptors) are waited out: see accept. It closes ln.
 func (s *Server) Serve(ln net.Listener) error {
 	s.init()
 	s.mu.Lock()
@@ -231,25 +246,14 @@ func (s *Server) Serve(ln net.Listener) error {
 		ln.Close()
 	}()
 
-	var delay time.Duration
 	for {
-		nc, err := ln.Accept()
+		nc, err := s.accept(ln)
 		if err != nil {
-			s.mu.Lock()
-			stopping := s.draining
-			s.mu.Unlock()
-			if stopping {
+			if s.stopping() {
 				return nil
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-				time.Sleep(delay)
-				continue
 			}
 			return err
 		}
-		delay = 0
 		c := newConn(s, nc)
 		s.mu.Lock()
 		if s.draining {
