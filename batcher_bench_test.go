@@ -2,22 +2,18 @@ package batcher
 
 import (
 	"context"
-	"fmt"
 	"runtime"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"google.golang.org/api/support/bundler"
 
 	"github.com/costwise/batcher/internal/clock"
 )
 
 // The benchmarks measure the Batcher with no rate limiter, a trivial
-// callback and MaxBatchSize 100, beside google.golang.org/api/support/bundler
-// doing the same job (count threshold 100, same trivial handler) in the same
-// run, so that the ratio is meaningful on whatever machine runs them.
+// callback and MaxBatchSize 100. The end-to-end throughput beside
+// google.golang.org/api/support/bundler is in bench/bundler, a module of its
+// own, so that bundler stays out of this module's requirements.
 
 func startedBench(b *testing.B) (*Batcher, IWatcher, *atomic.Int64) {
 	b.Helper()
@@ -65,66 +61,6 @@ func BenchmarkNewOperationEnqueue(b *testing.B) {
 	}
 	b.StopTimer()
 	shutdownBench(b, bt)
-}
-
-// BenchmarkThroughput measures end to end: from NewOperation in the
-// producers' loops to the last callback, with 1, 4 and 16 producers.
-func BenchmarkThroughput(b *testing.B) {
-	for _, producers := range []int{1, 4, 16} {
-		b.Run(fmt.Sprintf("batcher/producers=%d", producers), func(b *testing.B) {
-			bt, w, delivered := startedBench(b)
-			b.ReportAllocs()
-			b.ResetTimer()
-			start := time.Now()
-			produce(b.N, producers, func() error { return bt.Enqueue(NewOperation(w, 1, nil, true)) })
-			shutdownBench(b, bt)
-			b.StopTimer()
-			if got := delivered.Load(); got != int64(b.N) {
-				b.Fatalf("delivered %d of %d", got, b.N)
-			}
-			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "ops/s")
-		})
-		b.Run(fmt.Sprintf("bundler/producers=%d", producers), func(b *testing.B) {
-			var delivered atomic.Int64
-			bd := bundler.NewBundler((*Operation)(nil), func(items interface{}) {
-				delivered.Add(int64(len(items.([]*Operation))))
-			})
-			bd.BundleCountThreshold = 100
-			w := NewWatcher(func([]IOperation) {})
-			ctx := context.Background()
-			b.ReportAllocs()
-			b.ResetTimer()
-			start := time.Now()
-			produce(b.N, producers, func() error { return bd.AddWait(ctx, NewOperation(w, 1, nil, true).(*Operation), 1) })
-			bd.Flush()
-			b.StopTimer()
-			if got := delivered.Load(); got != int64(b.N) {
-				b.Fatalf("delivered %d of %d", got, b.N)
-			}
-			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "ops/s")
-		})
-	}
-}
-
-// produce runs n calls of add split across the given number of goroutines.
-func produce(n, producers int, add func() error) {
-	var wg sync.WaitGroup
-	for p := 0; p < producers; p++ {
-		share := n / producers
-		if p == 0 {
-			share += n % producers
-		}
-		wg.Add(1)
-		go func(share int) {
-			defer wg.Done()
-			for i := 0; i < share; i++ {
-				if err := add(); err != nil {
-					panic(err)
-				}
-			}
-		}(share)
-	}
-	wg.Wait()
 }
 
 // BenchmarkFlushDecision measures one flush over 10,000 buffered operations

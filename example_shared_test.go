@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 
 	"github.com/costwise/batcher"
 )
@@ -99,16 +99,19 @@ func ExampleProvisionedResource_SetCapacity() {
 	// written: 3
 }
 
+// entraCredential stands for the service's Microsoft Entra ID credential:
+// usually azidentity.NewDefaultAzureCredential(nil) (environment, workload
+// identity, managed identity or developer tools), from the module
+// github.com/Azure/azure-sdk-for-go/sdk/azidentity, which this module does
+// not require.
+func entraCredential() azcore.TokenCredential { return nil }
+
 // An AzureSharedResource shares a capacity between replicas through leases
-// on blobs in one container, authenticated with Microsoft Entra ID
-// (environment, workload identity, managed identity or developer tools).
-// The identity needs the Storage Blob Data Contributor role. It needs a
-// storage account, so it is compiled but not run.
+// on blobs in one container, authenticated with Microsoft Entra ID. The
+// identity needs the Storage Blob Data Contributor role. It needs a storage
+// account, so it is compiled but not run.
 func ExampleNewAzureSharedResource() {
-	cred, err := azidentity.NewDefaultAzureCredential(nil)
-	if err != nil {
-		log.Fatal(err)
-	}
+	cred := entraCredential()
 	limiter := batcher.NewAzureSharedResource("mystorageaccount", "orders-capacity", 10000).
 		WithCredential(cred).
 		WithFactor(1000).

@@ -40,7 +40,7 @@ const (
 // with one List Blobs call (more only past 5,000 blobs). A missing container
 // reads as every partition missing and no demand.
 func (m *LeaseManager) Snapshot(ctx context.Context, count int) (lease.Snapshot, error) {
-	c, err := m.containerClient()
+	c, err := m.acct.containerClient()
 	if err != nil {
 		return lease.Snapshot{}, err
 	}
@@ -145,7 +145,7 @@ func (m *LeaseManager) PublishDemand(ctx context.Context, owner string, partitio
 	if _, err := uuid.Parse(owner); err != nil {
 		return fmt.Errorf("batcher: azure demand owner %q is not a UUID: %w", owner, err)
 	}
-	c, err := m.containerClient()
+	c, err := m.acct.containerClient()
 	if err != nil {
 		return err
 	}
@@ -157,7 +157,7 @@ func (m *LeaseManager) PublishDemand(ctx context.Context, owner string, partitio
 	}
 	err = writeDemand(ctx, c, owner, partitions, ttl)
 	if bloberror.HasCode(err, bloberror.ContainerNotFound) {
-		if _, err = m.createContainer(ctx, c); err == nil {
+		if _, err = createContainer(ctx, c); err == nil {
 			err = writeDemand(ctx, c, owner, partitions, ttl)
 		}
 	}

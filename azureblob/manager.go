@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"strconv"
 	"sync"
 	"time"
@@ -13,8 +12,6 @@ import (
 	"github.com/costwise/batcher/lease"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
@@ -61,16 +58,9 @@ const provisionParallelism = 8
 // storage client: a method called without a credential configured returns an
 // CredentialError. It is safe for concurrent use.
 type LeaseManager struct {
-	accountName   string
-	containerName string
+	acct *account // the storage account, its credential and client
 
-	mu            sync.Mutex // guards everything below
-	serviceURL    string
-	masterKey     string
-	credential    azcore.TokenCredential
-	connString    string
-	httpClient    *http.Client
-	client        *container.Client
+	mu            sync.Mutex         // guards leaseDuration
 	leaseDuration map[leaseKey]int32 // seconds each held lease was last granted for
 }
 
@@ -85,22 +75,12 @@ type leaseKey struct {
 // unless WithServiceURL or WithConnectionString says otherwise. It needs a
 // credential: WithMasterKey, WithCredential or WithConnectionString.
 func NewLeaseManager(accountName, containerName string) *LeaseManager {
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	// A ramp acquires many partitions at once; keep their connections.
-	transport.MaxIdleConnsPerHost = 32
-	return &LeaseManager{
-		accountName:   accountName,
-		containerName: containerName,
-		httpClient:    &http.Client{Transport: transport},
-		leaseDuration: map[leaseKey]int32{},
-	}
+	return &LeaseManager{acct: newAccount(accountName, containerName), leaseDuration: map[leaseKey]int32{}}
 }
 
 // WithMasterKey authenticates with the storage account's shared key.
 func (m *LeaseManager) WithMasterKey(key string) *LeaseManager {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.masterKey = key
+	m.acct.set(func(a *account) { a.masterKey = key })
 	return m
 }
 
@@ -109,9 +89,7 @@ func (m *LeaseManager) WithMasterKey(key string) *LeaseManager {
 // identity needs the Storage Blob Data Contributor role on the container.
 // Entra ID tokens are only sent over HTTPS.
 func (m *LeaseManager) WithCredential(cred azcore.TokenCredential) *LeaseManager {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.credential = cred
+	m.acct.set(func(a *account) { a.credential = cred })
 	return m
 }
 
@@ -119,9 +97,7 @@ func (m *LeaseManager) WithCredential(cred azcore.TokenCredential) *LeaseManager
 // connection string (its account key or SAS token). It overrides the account
 // name, WithServiceURL and the other credentials.
 func (m *LeaseManager) WithConnectionString(connString string) *LeaseManager {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.connString = connString
+	m.acct.set(func(a *account) { a.connString = connString })
 	return m
 }
 
@@ -129,82 +105,14 @@ func (m *LeaseManager) WithConnectionString(connString string) *LeaseManager {
 // http://127.0.0.1:10000/devstoreaccount1 for Azurite or the endpoint of a
 // sovereign cloud. The default is https://<account>.blob.core.windows.net.
 func (m *LeaseManager) WithServiceURL(serviceURL string) *LeaseManager {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.serviceURL = serviceURL
+	m.acct.set(func(a *account) { a.serviceURL = serviceURL })
 	return m
 }
 
 // CloseIdleConnections closes the manager's idle HTTP connections, whose
 // reader goroutines would otherwise linger until the server times them out.
 // A later call opens new ones.
-func (m *LeaseManager) CloseIdleConnections() {
-	m.httpClient.CloseIdleConnections()
-}
-
-// containerClient returns the storage client, building it on first use.
-func (m *LeaseManager) containerClient() (*container.Client, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.client != nil {
-		return m.client, nil
-	}
-	c, err := m.newClient()
-	if err != nil {
-		return nil, err
-	}
-	m.client = c
-	return c, nil
-}
-
-// newClient builds the storage client from the configuration. It requires
-// m.mu.
-func (m *LeaseManager) newClient() (*container.Client, error) {
-	if m.containerName == "" {
-		return nil, ConfigError{Reason: "the container name is empty"}
-	}
-	opts := &container.ClientOptions{ClientOptions: policy.ClientOptions{
-		Transport: redactingTransport{m.httpClient},
-		// The shared resource retries on its own schedule and counts a
-		// lease from when its request was sent; long SDK retries would
-		// only delay what it learns.
-		Retry: policy.RetryOptions{
-			MaxRetries:    2,
-			RetryDelay:    100 * time.Millisecond,
-			MaxRetryDelay: time.Second,
-			TryTimeout:    15 * time.Second,
-		},
-		Telemetry: policy.TelemetryOptions{ApplicationID: "costwise-batcher"},
-	}}
-	if m.connString != "" {
-		c, err := container.NewClientFromConnectionString(m.connString, m.containerName, opts)
-		if err != nil {
-			return nil, ConfigError{Reason: "the connection string is invalid", Err: sdkError(err)}
-		}
-		return c, nil
-	}
-	if m.masterKey == "" && m.credential == nil {
-		return nil, CredentialError{Account: m.accountName}
-	}
-	serviceURL := m.serviceURL
-	if serviceURL == "" {
-		if m.accountName == "" {
-			return nil, ConfigError{Reason: "the account name is empty and no service URL was given"}
-		}
-		serviceURL = "https://" + m.accountName + ".blob.core.windows.net"
-	}
-	containerURL := runtime.JoinPaths(serviceURL, m.containerName)
-	if m.masterKey != "" {
-		cred, err := container.NewSharedKeyCredential(m.accountName, m.masterKey)
-		if err != nil {
-			return nil, ConfigError{Reason: "the master key is invalid", Err: sdkError(err)}
-		}
-		c, err := container.NewClientWithSharedKeyCredential(containerURL, cred, opts)
-		return c, sdkError(err)
-	}
-	c, err := container.NewClient(containerURL, m.credential, opts)
-	return c, sdkError(err)
-}
+func (m *LeaseManager) CloseIdleConnections() { m.acct.closeIdleConnections() }
 
 // partitionName is the blob name of partition i.
 func partitionName(i int) string { return strconv.Itoa(i) }
@@ -254,7 +162,7 @@ func (m *LeaseManager) leaseClient(partition int, owner string) (*bloblease.Blob
 	if _, err := uuid.Parse(owner); err != nil {
 		return nil, fmt.Errorf("batcher: azure lease owner %q is not a UUID, as Azure requires of lease ids: %w", owner, err)
 	}
-	c, err := m.containerClient()
+	c, err := m.acct.containerClient()
 	if err != nil {
 		return nil, err
 	}
@@ -362,11 +270,11 @@ func (m *LeaseManager) Provision(ctx context.Context, count int, report func(eve
 	if report == nil {
 		report = func(string, int, string) {}
 	}
-	c, err := m.containerClient()
+	c, err := m.acct.containerClient()
 	if err != nil {
 		return err
 	}
-	event, err := m.createContainer(ctx, c)
+	event, err := createContainer(ctx, c)
 	if err != nil {
 		return err
 	}
@@ -404,21 +312,6 @@ func (m *LeaseManager) Provision(ctx context.Context, count int, report func(eve
 	return m.sweepDemands(ctx, c)
 }
 
-// createContainer creates the container and returns the event that
-// describes what it found.
-func (m *LeaseManager) createContainer(ctx context.Context, c *container.Client) (string, error) {
-	_, err := c.Create(ctx, nil)
-	switch {
-	case err == nil:
-		return lease.CreatedContainerEvent, nil
-	case bloberror.HasCode(err, bloberror.ContainerAlreadyExists):
-		return lease.VerifiedContainerEvent, nil
-	case ctx.Err() != nil:
-		return "", ctx.Err()
-	}
-	return "", fmt.Errorf("batcher: azure create container %s: %w", RedactURL(c.URL()), sdkError(err))
-}
-
 // createPartition creates partition i unless it exists and reports whether
 // it created it.
 func createPartition(ctx context.Context, c *container.Client, i int) (bool, error) {
@@ -442,4 +335,4 @@ func createPartition(ctx context.Context, c *container.Client, i int) (bool, err
 }
 
 // ContainerName returns the name of the container the partitions are in.
-func (m *LeaseManager) ContainerName() string { return m.containerName }
+func (m *LeaseManager) ContainerName() string { return m.acct.container }

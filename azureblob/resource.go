@@ -27,7 +27,7 @@ import (
 // Configure it with the With* methods before Provision; they are not safe
 // for concurrent use. Every other method is safe for concurrent use.
 type SharedResource struct {
-	mgr           *LeaseManager // the store's configuration and client
+	acct          *account // the store's settings and client
 	shared        *sharing.Resource
 	leaseDuration time.Duration
 	provisioned   bool // With methods change nothing once set
@@ -42,7 +42,7 @@ type SharedResource struct {
 func NewSharedResource(accountName, containerName string, sharedCapacity uint32) *SharedResource {
 	mgr := NewLeaseManager(accountName, containerName)
 	return &SharedResource{
-		mgr:           mgr,
+		acct:          mgr.acct,
 		shared:        sharing.New(mgr, sharedCapacity).WithLeaseDuration(sharing.DefaultLeaseDuration),
 		leaseDuration: sharing.DefaultLeaseDuration,
 	}
@@ -57,7 +57,7 @@ func NewSharedResource(accountName, containerName string, sharedCapacity uint32)
 func NewTableSharedResource(accountName, containerName string, sharedCapacity uint32) *SharedResource {
 	mgr := NewTableLeaseManager(accountName, containerName)
 	return &SharedResource{
-		mgr:           mgr.cfg,
+		acct:          mgr.acct,
 		shared:        sharing.New(mgr, sharedCapacity).WithLeaseDuration(sharing.DefaultLeaseDuration),
 		leaseDuration: sharing.DefaultLeaseDuration,
 	}
@@ -65,7 +65,7 @@ func NewTableSharedResource(accountName, containerName string, sharedCapacity ui
 
 // WithMasterKey authenticates with the storage account's shared key.
 func (r *SharedResource) WithMasterKey(key string) *SharedResource {
-	r.mgr.WithMasterKey(key)
+	r.acct.set(func(a *account) { a.masterKey = key })
 	return r
 }
 
@@ -76,7 +76,7 @@ func (r *SharedResource) WithMasterKey(key string) *SharedResource {
 // Blob Data Contributor role on the container or account, and the endpoint
 // must be HTTPS.
 func (r *SharedResource) WithCredential(cred azcore.TokenCredential) *SharedResource {
-	r.mgr.WithCredential(cred)
+	r.acct.set(func(a *account) { a.credential = cred })
 	return r
 }
 
@@ -86,7 +86,7 @@ func (r *SharedResource) WithCredential(cred azcore.TokenCredential) *SharedReso
 // token never appears in events or errors: every URL is printed through
 // RedactURL.
 func (r *SharedResource) WithConnectionString(connString string) *SharedResource {
-	r.mgr.WithConnectionString(connString)
+	r.acct.set(func(a *account) { a.connString = connString })
 	return r
 }
 
@@ -94,7 +94,7 @@ func (r *SharedResource) WithConnectionString(connString string) *SharedResource
 // http://127.0.0.1:10000/devstoreaccount1, or that of a sovereign cloud.
 // The default is https://<account>.blob.core.windows.net.
 func (r *SharedResource) WithServiceURL(serviceURL string) *SharedResource {
-	r.mgr.WithServiceURL(serviceURL)
+	r.acct.set(func(a *account) { a.serviceURL = serviceURL })
 	return r
 }
 
@@ -162,7 +162,7 @@ func (r *SharedResource) Provision(ctx context.Context) error {
 	if _, err := leaseSeconds(r.leaseDuration); err != nil {
 		return err
 	}
-	if _, err := r.mgr.containerClient(); err != nil {
+	if _, err := r.acct.containerClient(); err != nil {
 		return err
 	}
 	if err := r.shared.Provision(ctx); err != nil {
@@ -188,7 +188,7 @@ func (r *SharedResource) Start(ctx context.Context) error {
 // again.
 func (r *SharedResource) Stop() {
 	r.shared.Stop()
-	r.mgr.CloseIdleConnections()
+	r.acct.closeIdleConnections()
 }
 
 // MaxCapacity returns the shared plus the reserved capacity.

@@ -18,5 +18,7 @@
 // every value matching a wildcard count on one counter.
 //
 // The counters live in a Store: MemoryStore here, Redis in the redisstore
-// package.
+// package. WithFailurePolicy wraps a store that may fail or hang in the
+// failure policy of package limit, with its three modes (FailOpen,
+// FailClosed, FailFallback), its timeout and its half-open probe.
 package envoyrl

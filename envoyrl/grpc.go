@@ -32,15 +32,15 @@ func (g GRPCServer) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReq
 
 func grpcCode(err error) codes.Code {
 	var se *StoreError
-	switch {
+	switch { // a store failure first: a store's own timeout is Unavailable, not the caller's deadline
 	case errors.Is(err, ErrBadRequest):
 		return codes.InvalidArgument
+	case errors.As(err, &se):
+		return codes.Unavailable
 	case errors.Is(err, context.Canceled):
 		return codes.Canceled
 	case errors.Is(err, context.DeadlineExceeded):
 		return codes.DeadlineExceeded
-	case errors.As(err, &se):
-		return codes.Unavailable
 	}
 	return codes.Internal
 }

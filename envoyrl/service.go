@@ -128,8 +128,9 @@ type decision struct {
 }
 
 // ShouldRateLimit decides a request. It fails with an error wrapping
-// ErrBadRequest for a request envoyproxy/ratelimit refuses, and with a
-// *StoreError when the store fails.
+// ErrBadRequest for a request envoyproxy/ratelimit refuses, with ctx's
+// error unchanged when ctx ends first, and with a *StoreError when the
+// store fails, its own timeout included.
 func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	if req.GetDomain() == "" {
 		return nil, fmt.Errorf("%w: rate limit domain must not be empty", ErrBadRequest)
@@ -147,10 +148,17 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	}
 	if len(counters) > 0 {
 		if err := s.count(ctx, decisions, counters); err != nil {
+			if ctxErr := ctx.Err(); ctxErr != nil && errors.Is(err, ctxErr) {
+				return nil, ctxErr // the caller left: no store failure
+			}
 			if s.opts.Observer != nil {
 				s.opts.Observer.StoreError(err)
 			}
-			return nil, &StoreError{err}
+			var se *StoreError
+			if !errors.As(err, &se) {
+				err = &StoreError{err}
+			}
+			return nil, err
 		}
 	}
 	return s.respond(req, decisions, counters, now.Unix()), nil

@@ -34,8 +34,14 @@
 //
 // NewMemory returns a sharded in-memory store, bounded in keys. The package
 // redislimit keeps the states in Redis, one round trip per decision.
-// WithFailurePolicy wraps a store whose backend may fail: fail open, fail
-// closed, or decide locally at a fraction of the limit until the store answers.
+// WithFailurePolicy wraps a store whose backend may fail or hang: past its
+// timeout a call is a failure, and failures are decided by the failure mode,
+// FailOpen, FailClosed or FailFallback (the local fallback: decide on a
+// local store at a fraction of the limit). After a failure the store is left
+// alone for a probe window, then probed by one call at a time. envoyrl's
+// WithFailurePolicy is the same policy for Envoy's counters, and the
+// middlewares' OnStoreError and limiterd's on_store_failure choose among the
+// same three modes.
 //
 // Fractional costs: scale the policy with Policy.Scale (for example by 1000
 // for thousandths of a token) and express costs in the same unit.

@@ -5,9 +5,14 @@ import (
 	"errors"
 	"sync/atomic"
 	"time"
+
+	"github.com/costwise/batcher/internal/failover"
 )
 
-// FailureMode says how a FailureStore decides while its store fails.
+// FailureMode says how a FailureStore decides while its store fails. The
+// same three modes are called FailOpen, FailClosed and FailFallback in the
+// middlewares (httplimit, grpclimit) and in envoyrl, and fail_open,
+// fail_closed and fallback in limiterd's configuration.
 type FailureMode uint8
 
 const (
@@ -17,33 +22,46 @@ const (
 	// FailClosed denies every request while the store fails (protection
 	// first); the decisions carry RetryAfter = FailureOptions.Probe.
 	FailClosed
-	// FailLocal decides on a local store (Fallback) at the limit divided by
-	// the expected number of replicas until the store answers again.
-	FailLocal
+	// FailFallback decides on a local store (Fallback), the local
+	// fallback, at the limit divided by the expected number of replicas
+	// until the store answers again.
+	FailFallback
 )
+
+// FailLocal is the former name of FailFallback.
+//
+// Deprecated: use FailFallback.
+const FailLocal = FailFallback
 
 // FailureOptions configure WithFailurePolicy. The zero value fails open, with
 // no timeout of its own and a probe every second.
 type FailureOptions struct {
 	// Mode chooses fail-open (default), fail-closed or the local fallback.
 	Mode FailureMode
-	// Fallback is the store of FailLocal. Default a new Memory with default
-	// options.
+	// Fallback is the store of FailFallback. Default a new Memory with
+	// default options.
 	Fallback Store
 	// Replicas is the expected number of replicas sharing the store: the
 	// fallback decides each policy divided by it (Policy.Divide). Default 1.
 	Replicas int
 	// Timeout bounds each call to the store, so that a slow store cannot
-	// slow decisions past it; 0 leaves only the caller's context.
+	// slow decisions past it; 0 leaves only the caller's context. The
+	// store must return when its context ends (every store of this module
+	// does, whatever its client's own timeouts).
 	Timeout time.Duration
 	// Probe is how long after a failure the store is not asked again:
 	// decisions are made by the failure mode until then, without waiting
-	// for a store that just failed. Default 1 s.
+	// for a store that just failed. After it one call, the probe, goes to
+	// the store; the others are decided by the failure mode until the probe
+	// ends. Default 1 s.
 	Probe time.Duration
 	// OnFailure, when set, is called with every failure of the store (a
 	// *StoreError), for logs and metrics. It must not block.
 	OnFailure func(error)
-	// Clock tells the time of the probe. Default the system clock.
+	// Clock tells the time of the probe window, measured between its
+	// readings with time.Time.Sub. Default the system clock, whose
+	// readings carry monotonic time, so that a step of the wall clock does
+	// not move the window.
 	Clock Clock
 }
 
@@ -54,13 +72,22 @@ type FailureOptions struct {
 // error, their Reason (ReasonFailOpen, ReasonFailClosed, ReasonFallback) and
 // the failure in Decision.Err; each failure is counted and given to
 // OnFailure. FailureStore is safe for concurrent use.
+//
+// After a failure the store is a half-open circuit: for Probe every call is
+// decided by the failure mode at once; then one call at a time probes the
+// store, the others decided by the mode, until a probe succeeds.
+//
+// A call the failure policy gave up on (its timeout) may still reach the
+// store if its command was already written when it gave up: a store with a
+// queue (redislimit's batches) drops the calls whose context ended before
+// they were sent, but a command on the wire cannot be recalled. Such a call
+// is decided by the failure mode and may also be charged on the store when
+// the store resumes; see the store's documentation for how many can be.
 type FailureStore struct {
-	store     Store
-	o         FailureOptions
-	downUntil atomic.Int64 // unix nanoseconds before which the store is not asked
-	lastErr   atomic.Pointer[error]
-	failures  atomic.Int64
-	degraded  atomic.Int64
+	store    Store
+	o        FailureOptions
+	guard    *failover.Guard
+	degraded atomic.Int64
 }
 
 // WithFailurePolicy wraps store with the failure policy of o.
@@ -68,7 +95,7 @@ func WithFailurePolicy(store Store, o FailureOptions) (*FailureStore, error) {
 	if store == nil {
 		return nil, &OptionError{Option: "store", Reason: "must not be nil"}
 	}
-	if o.Mode > FailLocal {
+	if o.Mode > FailFallback {
 		return nil, &OptionError{Option: "Mode", Reason: "unknown failure mode"}
 	}
 	if o.Replicas < 0 || o.Timeout < 0 || o.Probe < 0 {
@@ -81,14 +108,26 @@ func WithFailurePolicy(store Store, o FailureOptions) (*FailureStore, error) {
 	if o.Clock == nil {
 		o.Clock = realClock{}
 	}
-	if o.Mode == FailLocal && o.Fallback == nil {
+	if o.Mode == FailFallback && o.Fallback == nil {
 		mem, err := NewMemory(MemoryOptions{})
 		if err != nil {
 			return nil, err
 		}
 		o.Fallback = mem
 	}
-	return &FailureStore{store: store, o: o}, nil
+	f := &FailureStore{store: store, o: o}
+	f.guard = failover.New(failover.Options{Timeout: o.Timeout, Probe: o.Probe, Now: o.Clock.Now,
+		Failure: failure, OnFailure: o.OnFailure})
+	return f, nil
+}
+
+// failure tells a store failure, an error matching ErrStoreFailed (call
+// turns the wrapper's own timeout into one), from the store's answer.
+func failure(err error, _ bool) error {
+	if errors.Is(err, ErrStoreFailed) {
+		return err
+	}
+	return nil
 }
 
 // FailureStats counts a FailureStore's failures.
@@ -101,46 +140,24 @@ type FailureStats struct {
 
 // Stats returns the counters.
 func (f *FailureStore) Stats() FailureStats {
-	return FailureStats{Failures: f.failures.Load(), Degraded: f.degraded.Load()}
+	return FailureStats{Failures: f.guard.Failures(), Degraded: f.degraded.Load()}
 }
 
-// Down reports whether the store failed less than Probe ago.
-func (f *FailureStore) Down() bool { return f.o.Clock.Now().UnixNano() < f.downUntil.Load() }
+// Down reports whether the store failed less than Probe ago, so that a
+// call now would be decided by the failure mode without asking it.
+func (f *FailureStore) Down() bool { return f.guard.Down() }
 
-// call runs op on the store unless it failed less than Probe ago. It
-// returns the store's failure (the last one while the store is down), or
-// else op's own error.
+// call runs op on the store unless the circuit is open. It returns the
+// store's failure (the last one while the store is not asked), or else
+// op's own error.
 func (f *FailureStore) call(ctx context.Context, op string, run func(context.Context) error) (failure error, err error) {
-	if f.Down() {
-		if p := f.lastErr.Load(); p != nil {
-			return *p, nil
+	return f.guard.Do(ctx, func(cctx context.Context) error {
+		err := run(cctx)
+		if err != nil && ctx.Err() == nil && cctx.Err() != nil && errors.Is(err, cctx.Err()) {
+			return &StoreError{Op: op, Err: err} // the timeout, not the caller, ended op
 		}
-	}
-	cctx := ctx
-	if f.o.Timeout > 0 {
-		var cancel context.CancelFunc
-		cctx, cancel = context.WithTimeout(ctx, f.o.Timeout)
-		defer cancel()
-	}
-	err = run(cctx)
-	if err == nil || ctx.Err() != nil {
-		return nil, err
-	}
-	if !errors.Is(err, ErrStoreFailed) && !(f.o.Timeout > 0 && errors.Is(err, context.DeadlineExceeded)) {
-		return nil, err
-	}
-	failure = err
-	if !errors.Is(err, ErrStoreFailed) {
-		failure = &StoreError{Op: op, Err: err}
-	}
-	f.failures.Add(1)
-	stored := failure // a copy: a pointer to the named result would change with it
-	f.lastErr.Store(&stored)
-	f.downUntil.Store(f.o.Clock.Now().Add(f.o.Probe).UnixNano())
-	if f.o.OnFailure != nil {
-		f.o.OnFailure(failure)
-	}
-	return failure, nil
+		return err
+	})
 }
 
 // AllowN decides on the store, or by the failure mode when it fails.
@@ -154,7 +171,7 @@ func (f *FailureStore) AllowN(ctx context.Context, key string, p Policy, cost in
 		return dec, err
 	}
 	f.degraded.Add(1)
-	if f.o.Mode == FailLocal {
+	if f.o.Mode == FailFallback {
 		dec, err = f.o.Fallback.AllowN(ctx, key, p.Divide(f.o.Replicas), cost)
 		dec.Policy, dec.Reason, dec.Err = p.Name, ReasonFallback, failure
 		return dec, err
@@ -195,7 +212,7 @@ func (f *FailureStore) multi(ctx context.Context, op string, reqs []Request, out
 	}
 	f.degraded.Add(1)
 	out = out[:start]
-	if f.o.Mode == FailLocal {
+	if f.o.Mode == FailFallback {
 		local := make([]Request, len(reqs))
 		for i, r := range reqs {
 			local[i] = Request{Key: r.Key, Policy: r.Policy.Divide(f.o.Replicas), Cost: r.Cost}
@@ -220,7 +237,7 @@ func fallbackReason(r Reason) Reason {
 	return ReasonFallback
 }
 
-// Settle settles on the store; while it fails, on the fallback (FailLocal)
+// Settle settles on the store; while it fails, on the fallback (FailFallback)
 // or not at all, the decision carrying the failure.
 func (f *FailureStore) Settle(ctx context.Context, key string, p Policy, delta int64) (Decision, error) {
 	var dec Decision
@@ -232,7 +249,7 @@ func (f *FailureStore) Settle(ctx context.Context, key string, p Policy, delta i
 		return dec, err
 	}
 	f.degraded.Add(1)
-	if f.o.Mode == FailLocal {
+	if f.o.Mode == FailFallback {
 		dec, err = f.o.Fallback.Settle(ctx, key, p.Divide(f.o.Replicas), delta)
 		dec.Policy, dec.Reason, dec.Err = p.Name, ReasonFallback, failure
 		return dec, err
@@ -240,10 +257,10 @@ func (f *FailureStore) Settle(ctx context.Context, key string, p Policy, delta i
 	return f.degrade(p, failure), nil
 }
 
-// Reset resets key on the store (and on the fallback of FailLocal); a store
+// Reset resets key on the store (and on the fallback of FailFallback); a store
 // failure is returned as the error.
 func (f *FailureStore) Reset(ctx context.Context, key string, p Policy) error {
-	if f.o.Mode == FailLocal {
+	if f.o.Mode == FailFallback {
 		if err := f.o.Fallback.Reset(ctx, key, p.Divide(f.o.Replicas)); err != nil {
 			return err
 		}

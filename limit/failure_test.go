@@ -56,7 +56,7 @@ func TestFailurePolicies(t *testing.T) {
 	}{
 		{limit.FailOpen, limit.ReasonFailOpen, 6},
 		{limit.FailClosed, limit.ReasonFailClosed, 0},
-		{limit.FailLocal, limit.ReasonFallback, 2}, // 10 over 5 replicas
+		{limit.FailFallback, limit.ReasonFallback, 2}, // 10 over 5 replicas
 	} {
 		backend := &flaky{Store: newMemory(t, limit.MemoryOptions{Clock: clock})}
 		var reported []error
@@ -69,7 +69,7 @@ func TestFailurePolicies(t *testing.T) {
 		allowed := 0
 		for i := 0; i < 6; i++ {
 			d, err := fs.AllowN(ctx, "k", p, 1)
-			if err != nil || d.Reason != tc.reason && !(tc.mode == limit.FailLocal && d.Reason == limit.ReasonFallback) || d.Err == nil {
+			if err != nil || d.Reason != tc.reason && !(tc.mode == limit.FailFallback && d.Reason == limit.ReasonFallback) || d.Err == nil {
 				t.Fatalf("mode %d call %d: %+v %v", tc.mode, i, d, err)
 			}
 			if d.Allowed {
@@ -124,5 +124,141 @@ func TestFailureTimeoutAndPassThrough(t *testing.T) {
 	}
 	if _, err := limit.WithFailurePolicy(nil, limit.FailureOptions{}); err == nil {
 		t.Fatal("nil store accepted")
+	}
+}
+
+// hanging is a store that, while hang is set, holds every call until
+// release is closed (then fails it) or its context ends, announcing each
+// call on entered.
+type hanging struct {
+	limit.Store
+	hang    atomic.Bool
+	calls   atomic.Int64
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (h *hanging) AllowN(ctx context.Context, key string, p limit.Policy, cost int64) (limit.Decision, error) {
+	h.calls.Add(1)
+	if !h.hang.Load() {
+		return h.Store.AllowN(ctx, key, p, cost)
+	}
+	h.entered <- struct{}{}
+	select {
+	case <-h.release:
+		return limit.Decision{}, &limit.StoreError{Op: "allow", Err: errors.New("connection reset")}
+	case <-ctx.Done():
+		return limit.Decision{}, ctx.Err()
+	}
+}
+
+// TestFailureProbeIsHalfOpen: once the probe window of a failure has
+// passed, one call probes the store and every other call is decided by the
+// failure mode at once, without going to the store, until the probe ends.
+func TestFailureProbeIsHalfOpen(t *testing.T) {
+	clock := limittest.NewClock(limittest.Epoch)
+	h := &hanging{Store: newMemory(t, limit.MemoryOptions{Clock: clock}),
+		entered: make(chan struct{}, 100), release: make(chan struct{})}
+	fs, err := limit.WithFailurePolicy(h, limit.FailureOptions{Mode: limit.FailClosed, Probe: time.Second,
+		Timeout: 30 * time.Second, Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := limit.FixedWindow(10, time.Hour).Named("p")
+	h.hang.Store(true)
+	close(h.release) // the first call fails at once
+	if d, err := fs.AllowN(context.Background(), "k", p, 1); err != nil || d.Reason != limit.ReasonFailClosed {
+		t.Fatalf("failing store: %+v %v", d, err)
+	}
+	<-h.entered
+	h.release = make(chan struct{})
+	clock.Advance(time.Second) // the window has passed: the next call probes
+
+	probeDone := make(chan limit.Decision, 1)
+	go func() {
+		d, _ := fs.AllowN(context.Background(), "k", p, 1)
+		probeDone <- d
+	}()
+	<-h.entered // the probe is at the store, which does not answer
+	const others = 50
+	for i := range others {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		d, err := fs.AllowN(ctx, "k", p, 1)
+		cancel()
+		if err != nil || d.Reason != limit.ReasonFailClosed || d.Allowed {
+			t.Fatalf("call %d during the probe: %+v %v, want decided fail-closed at once", i, d, err)
+		}
+	}
+	if n := h.calls.Load(); n != 2 {
+		t.Fatalf("store asked %d times, want 2: the failure and one probe", n)
+	}
+	close(h.release) // the probe fails: the window starts again
+	if d := <-probeDone; d.Reason != limit.ReasonFailClosed {
+		t.Fatalf("failed probe: %+v", d)
+	}
+	if !fs.Down() {
+		t.Fatal("a failed probe did not open a new window")
+	}
+	h.hang.Store(false)
+	clock.Advance(time.Second)
+	if d, err := fs.AllowN(context.Background(), "k", p, 1); err != nil || d.Reason != limit.ReasonNone || !d.Allowed {
+		t.Fatalf("probe on a store that answers: %+v %v", d, err)
+	}
+	if d, err := fs.AllowN(context.Background(), "k", p, 1); err != nil || d.Reason != limit.ReasonNone || h.calls.Load() != 4 {
+		t.Fatalf("after a good probe every call goes to the store: %+v %v, %d calls", d, err, h.calls.Load())
+	}
+}
+
+// TestFailureWindowIgnoresWallClockStep: a clock stepped back an hour right
+// after a failure does not keep the store unasked for that hour.
+func TestFailureWindowIgnoresWallClockStep(t *testing.T) {
+	clock := limittest.NewClock(limittest.Epoch)
+	backend := &flaky{Store: newMemory(t, limit.MemoryOptions{})}
+	fs, err := limit.WithFailurePolicy(backend, limit.FailureOptions{Mode: limit.FailClosed, Probe: time.Second, Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := limit.FixedWindow(10, time.Hour).Named("p")
+	backend.down.Store(true)
+	if d, _ := fs.AllowN(context.Background(), "k", p, 1); d.Reason != limit.ReasonFailClosed {
+		t.Fatalf("failing store: %+v", d)
+	}
+	backend.down.Store(false)
+	clock.Advance(-time.Hour)
+	if d, err := fs.AllowN(context.Background(), "k", p, 1); err != nil || d.Reason != limit.ReasonNone || !d.Allowed {
+		t.Fatalf("after the clock stepped back an hour: %+v %v, want the store asked again", d, err)
+	}
+
+	// With readings that carry monotonic time (the default clock's), the
+	// window is measured on them: it holds for Probe, then ends.
+	mono := &monoClock{base: time.Now()}
+	fs, _ = limit.WithFailurePolicy(backend, limit.FailureOptions{Mode: limit.FailClosed, Probe: time.Second, Clock: mono})
+	backend.down.Store(true)
+	fs.AllowN(context.Background(), "k", p, 1)
+	backend.down.Store(false)
+	mono.advance(999 * time.Millisecond)
+	if !fs.Down() {
+		t.Fatal("window ended early on a monotonic clock")
+	}
+	mono.advance(time.Millisecond)
+	if fs.Down() {
+		t.Fatal("window did not end after Probe on a monotonic clock")
+	}
+}
+
+// monoClock reads a time.Now reading, which carries monotonic time, moved
+// by what the test advanced.
+type monoClock struct {
+	base time.Time
+	off  atomic.Int64
+}
+
+func (c *monoClock) Now() time.Time          { return c.base.Add(time.Duration(c.off.Load())) }
+func (c *monoClock) advance(d time.Duration) { c.off.Add(int64(d)) }
+
+// TestFailLocalIsFailFallback: the former name still names the mode.
+func TestFailLocalIsFailFallback(t *testing.T) {
+	if limit.FailLocal != limit.FailFallback {
+		t.Fatal("FailLocal is not FailFallback")
 	}
 }

@@ -53,6 +53,7 @@ type config struct {
 	datastoreURL   string
 	serveDatastore bool
 	compare        bool
+	calibrate      bool // measure the users alone first; the latency goal is relative to it
 	report         string
 	port           int
 
@@ -83,6 +84,7 @@ func defaultConfig() config {
 		latency:        5 * time.Millisecond,
 		headroom:       200,
 		compare:        true,
+		calibrate:      true,
 
 		interactiveRate: 400,
 		writeShare:      0.2,
@@ -103,7 +105,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.store, "store", c.store, "where the replicas keep their leases: memory, azure or redis")
 	fs.StringVar(&c.azureConnString, "azure-connection-string", "", "Azure Storage connection string (Azurite or a real account)")
-	fs.StringVar(&c.azureAccount, "azure-account", "", "storage account name (with --azure-key, or alone for DefaultAzureCredential)")
+	fs.StringVar(&c.azureAccount, "azure-account", "", "storage account name (with --azure-key)")
 	fs.StringVar(&c.azureKey, "azure-key", "", "storage account key")
 	fs.StringVar(&c.azureServiceURL, "azure-service-url", "", "blob endpoint, e.g. http://127.0.0.1:10000/devstoreaccount1 for Azurite")
 	fs.StringVar(&c.azureContainer, "azure-container", c.azureContainer, "container that holds the partition blobs")
@@ -130,6 +132,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.datastoreURL, "datastore-url", "", "with --single: write to the datastore served by another sample process (--serve-datastore)")
 	fs.BoolVar(&c.serveDatastore, "serve-datastore", false, "run only the simulated datastore, over HTTP on --port, until interrupted")
 	fs.BoolVar(&c.compare, "compare", c.compare, "also run the same load without the library")
+	fs.BoolVar(&c.calibrate, "calibrate", c.calibrate, "first send the user requests alone for 3 s and set the latency goal to twice their p99 (false: twice the datastore's latency)")
 	fs.StringVar(&c.report, "report", c.report, "path of the HTML report (empty: none)")
 	fs.IntVar(&c.port, "port", 0, "first HTTP port (replica i listens on port+i); 0 picks free ports")
 	fs.StringVar(&c.logFormat, "log-format", c.logFormat, "console or json")
@@ -228,6 +231,9 @@ func (c config) check() error {
 	case "memory", "azure", "redis":
 	default:
 		return fmt.Errorf("--store must be memory, azure or redis, not %q", c.store)
+	}
+	if c.store == "azure" && c.azureConnString == "" && (c.azureAccount == "" || c.azureKey == "") {
+		return errors.New("--store=azure needs --azure-connection-string, or --azure-account with --azure-key")
 	}
 	if c.logFormat != "console" && c.logFormat != "json" {
 		return fmt.Errorf("--log-format must be console or json, not %q", c.logFormat)

@@ -17,6 +17,10 @@ const bufferSize = 200_000
 // capacityInterval is how often each batcher tells its limiter its target.
 const capacityInterval = 25 * time.Millisecond
 
+// The lines between "shown in the report" markers here and in limiter.go
+// are the library code the report and the summary show (snippet.go), read
+// from this source as it is.
+
 // libIngester writes with the library: records are enqueued into a Batcher
 // that releases them no faster than the replica's share of the budget (its
 // shared resource's capacity) and hands them, batched, to the job's watcher.
@@ -32,6 +36,7 @@ func newLibIngester(ctx context.Context, r *replica, shared sharedLimiter) (*lib
 	lim := newMeteredLimiter(shared)
 	li := &libIngester{r: r, lim: lim}
 	lim.AddListener(li.onLimiterEvent)
+	// shown in the report: begin
 	if err := lim.Provision(ctx); err != nil {
 		return nil, fmt.Errorf("replica %s: provision: %w", r.name, err)
 	}
@@ -40,6 +45,7 @@ func newLibIngester(ctx context.Context, r *replica, shared sharedLimiter) (*lib
 	}
 	li.b = batcher.New(bufferSize)
 	li.b.WithRateLimiter(lim)
+	// shown in the report: end
 	// Ask for capacity every 25 ms rather than every 100 ms: a job that
 	// arrives gets its partitions sooner, and the request costs an atomic
 	// store when the target has not changed.
@@ -49,16 +55,19 @@ func newLibIngester(ctx context.Context, r *replica, shared sharedLimiter) (*lib
 		return nil, fmt.Errorf("replica %s: metrics: %w", r.name, err)
 	}
 	li.b.AddListener(li.onBatcherEvent)
+	// shown in the report: begin
 	if err := li.b.Start(); err != nil {
 		lim.Stop()
 		return nil, fmt.Errorf("replica %s: start the batcher: %w", r.name, err)
 	}
+	// shown in the report: end
 	return li, nil
 }
 
 // submit enqueues one operation per record, all for one watcher made for
 // the job, so the job's records are batched together.
 func (li *libIngester) submit(ctx context.Context, j *job) (int, error) {
+	// shown in the report: begin
 	w := batcher.NewWatcher(func(ops []batcher.IOperation) { li.write(j, ops) }).
 		WithMaxAttempts(maxAttempts).
 		WithMaxBatchSize(li.r.cfg.batch)
@@ -67,6 +76,7 @@ func (li *libIngester) submit(ctx context.Context, j *job) (int, error) {
 			return i, err
 		}
 	}
+	// shown in the report: end
 	return j.records, nil
 }
 

@@ -61,13 +61,23 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// demo runs the scenario with the library and, with cfg.compare, without
-// it; it prints the summary to stdout and writes the report.
+// demo measures the user requests alone (the calibration the latency goal
+// is relative to), then runs the scenario with the library and, with
+// cfg.compare, without it; it prints the summary to stdout and writes the
+// report.
 func demo(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer) ([]*runResult, error) {
 	log.Info().Int("replicas", cfg.replicas).Uint32("budget", cfg.budget).Uint32("reserved", cfg.reserve()).
 		Uint32("unused", cfg.unused()).Uint32("shared", cfg.shared()).Uint32("factor", cfg.factor).
 		Float64("user_rps", cfg.interactiveRate).Float64("user_ru_per_replica", cfg.interactiveRU()).
 		Uint32("ru_per_record", cfg.cost).Str("duration", cfg.duration.String()).Msg("run 1: with the library")
+	cal, err := calibrate(ctx, cfg, log.With().Str("run", "calibration").Logger())
+	if err != nil {
+		return nil, err
+	}
+	if cal.Users.Requests > 0 {
+		log.Info().Dur("user_p99", cal.Users.P99).Int("user_requests", cal.Users.Requests).
+			Dur("latency_goal", latencyGoal(cfg, cal)).Msg("calibrated: the user requests alone, no bulk job")
+	}
 	var runs []*runResult
 	res, err := runScenario(ctx, cfg, true, log.With().Str("run", "library").Logger())
 	if err != nil {
@@ -84,10 +94,13 @@ func demo(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer)
 	}
 	fmt.Fprintln(stdout)
 	printSummary(stdout, runs)
-	printGoals(stdout, goals(cfg, runs))
-	fmt.Fprintln(stdout, "\n"+outcome(cfg, runs))
+	printGoals(stdout, goals(cfg, runs, cal))
+	if err := printSnippet(stdout); err != nil {
+		return runs, err
+	}
+	fmt.Fprintln(stdout, "\n"+headline(runs)+"\n"+outcome(cfg, runs))
 	if cfg.report != "" {
-		if err := writeReport(cfg.report, cfg, runs); err != nil {
+		if err := writeReport(cfg.report, cfg, runs, cal); err != nil {
 			return runs, err
 		}
 		log.Info().Str("path", cfg.report).Msg("report written")

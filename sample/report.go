@@ -17,21 +17,33 @@ th{background:#f4f4f4}td.n{text-align:right;font-variant-numeric:tabular-nums}
 svg{display:block;margin:.5em 0 1.5em}svg text{font-size:12px;fill:#333}svg .title{font-size:14px;font-weight:600}
 svg .grid{stroke:#e4e4e4}svg .budget{stroke:#c00;stroke-width:1.5;stroke-dasharray:6 4}svg .budget-label{fill:#c00}
 svg .mark{fill:#c00;font-size:11px}p.note{color:#555;font-size:14px}p.outcome{font-size:17px;line-height:1.45}
+pre{background:#f6f8fa;padding:10px 14px;font-size:13px;line-height:1.4;overflow-x:auto}h1{font-size:26px;line-height:1.3}
 td.met{color:#176b21;font-weight:600}td.missed{color:#b00;font-weight:600}`
 
 // writeReport writes the HTML report of runs to path.
-func writeReport(path string, cfg config, runs []*runResult) error {
-	return os.WriteFile(path, []byte(reportHTML(cfg, runs, time.Now())), 0o644)
+func writeReport(path string, cfg config, runs []*runResult, cal calibration) error {
+	page, err := reportHTML(cfg, runs, cal, time.Now())
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, []byte(page), 0o644)
 }
 
-// reportHTML returns the whole report page.
-func reportHTML(cfg config, runs []*runResult, at time.Time) string {
+// reportHTML returns the whole report page. It opens with the outcome, the
+// library code the replicas run and the goals.
+func reportHTML(cfg config, runs []*runResult, cal calibration, at time.Time) (string, error) {
+	snippet, err := librarySnippet()
+	if err != nil {
+		return "", err
+	}
 	var b strings.Builder
 	b.WriteString("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n")
-	b.WriteString("<title>batcher sample: sharing a datastore budget</title>\n<style>" + reportStyle + "</style></head><body>\n")
-	fmt.Fprintf(&b, "<h1>%d replicas sharing a %s RU/s datastore with their users</h1>\n", cfg.replicas, num(uint64(cfg.budget)))
+	b.WriteString("<title>" + libraryPath + " sample: sharing a datastore budget</title>\n<style>" + reportStyle + "</style></head><body>\n")
+	fmt.Fprintf(&b, "<h1>%s</h1>\n", html.EscapeString(headline(runs)))
 	fmt.Fprintf(&b, "<p class=\"outcome\">%s</p>\n", html.EscapeString(outcome(cfg, runs)))
-	writeGoals(&b, goals(cfg, runs))
+	fmt.Fprintf(&b, "<p>%s</p>\n<pre><code>%s</code></pre>\n", html.EscapeString(snippetCaption), html.EscapeString(snippet))
+	b.WriteString("<h2>Goals with the library</h2>\n")
+	writeGoals(&b, goals(cfg, runs, cal))
 	fmt.Fprintf(&b, `<p class="note">Generated %s. Bulk jobs write records of %s RU, %d to a request; besides them the service answers %s user requests a second (point reads of %s RU, and a share %.0f%% of small writes of %s RU), spread over the replicas with Poisson arrivals, and sent by the SDK's retry policy (9 retries, 30 s of retry-after waits). With the library each replica reserves %s RU/s for its users, the user requests' RU are charged through the replica's budget, and %s RU/s are shared in %d partitions of %s RU/s, leased through the %s store; %s RU/s of the budget are left unused (headroom for the datastore's one-second windows). Without the library each replica sends %d bulk requests at a time. The simulated datastore answers every request in %s and throttles it, uncharged, when its one-second window is full.</p>`+"\n",
 		at.Format(time.RFC1123), num(uint64(cfg.cost)), cfg.batch, strconv.FormatFloat(cfg.interactiveRate, 'f', -1, 64),
 		num(uint64(cfg.readRU)), 100*cfg.writeShare, num(uint64(cfg.writeRU)), num(uint64(cfg.reserve())),
@@ -39,7 +51,7 @@ func reportHTML(cfg config, runs []*runResult, at time.Time) string {
 		num(uint64(cfg.unused())), cfg.workers, cfg.latency)
 	b.WriteString("<h2>Summary</h2>\n")
 	writeTable(&b, summaryRows(runs))
-	writeLatencyChart(&b, cfg, runs)
+	writeLatencyChart(&b, cfg, runs, latencyGoal(cfg, cal))
 	yMax := float64(cfg.budget) * 1.15
 	for _, r := range runs {
 		for _, s := range r.Seconds {
@@ -50,7 +62,7 @@ func reportHTML(cfg config, runs []*runResult, at time.Time) string {
 		writeRun(&b, r, yMax)
 	}
 	b.WriteString("</body></html>\n")
-	return b.String()
+	return b.String(), nil
 }
 
 // writeRun writes one run's charts and job table.
@@ -104,10 +116,10 @@ func writeGoals(b *strings.Builder, gs []goal) {
 
 // writeLatencyChart draws the user requests' p99 latency in each second of
 // every run on one logarithmic chart, with the goal as a dashed line.
-func writeLatencyChart(b *strings.Builder, cfg config, runs []*runResult) {
+func writeLatencyChart(b *strings.Builder, cfg config, runs []*runResult, goal time.Duration) {
 	var names []string
 	var values [][]float64
-	hi := 4 * float64(cfg.latency) / float64(time.Millisecond)
+	hi := 2 * msf(goal)
 	for _, r := range runs {
 		names = append(names, r.label())
 		var v []float64
@@ -121,7 +133,7 @@ func writeLatencyChart(b *strings.Builder, cfg config, runs []*runResult) {
 	lo := max(float64(cfg.latency)/float64(time.Millisecond)/2, 0.1)
 	b.WriteString("<h2>User requests: p99 latency in each second</h2>\n")
 	b.WriteString(logLines("p99 latency of the user requests answered in each second, ms (log scale)", names, values,
-		2*msf(cfg.latency), "goal: 2 × the datastore's latency", lo, niceCeil(hi*1.1)))
+		msf(goal), "goal: "+ms(goal), lo, niceCeil(hi*1.1)))
 }
 
 // perReplica returns f for every replica and second of r.

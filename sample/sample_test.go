@@ -62,7 +62,8 @@ func TestScenario(t *testing.T) {
 	if direct.Users.Throttled == 0 {
 		t.Error("without the library: no user request throttled; the comparison shows nothing")
 	}
-	for _, want := range []string{"429s in all", "user latency p50 / p99 / max", "Goals with the library"} {
+	for _, want := range []string{"429s in all", "user latency p50 / p99 / max", "Goals with the library",
+		"User requests throttled: 0 with the library", "batcher.NewWatcher("} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("summary lacks %q:\n%s", want, out.String())
 		}
@@ -95,10 +96,16 @@ func checkReport(t *testing.T, path string) {
 	}
 	page := string(b)
 	for _, want := range []string{"<!doctype html>", "<svg", "budget 20,000 RU/s", "With the library", "Without the library",
-		"429s in all", `class="outcome"`, "p99 latency of the user requests"} {
+		"429s in all", `class="outcome"`, "p99 latency of the user requests", "github.com/costwise/batcher",
+		"<h1>User requests throttled: 0 with the library", "batcher.NewSharedResource(", "alone on this machine"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("report lacks %q", want)
 		}
+	}
+	// The reader sees the outcome and the library code before any goal's verdict.
+	h1, code, verdict := strings.Index(page, "<h1>"), strings.Index(page, "<pre><code>"), strings.Index(page, `<td class="m`)
+	if h1 < 0 || code < h1 || verdict < code {
+		t.Errorf("report order: headline at %d, code at %d, first verdict at %d; want them in that order", h1, code, verdict)
 	}
 	if n := strings.Count(page, "<svg"); n != 7 {
 		t.Errorf("report has %d charts, want 7 (the users' latency, then three per run)", n)
@@ -188,7 +195,7 @@ func TestConfig(t *testing.T) {
 	if total := uint32(cfg.replicas)*cfg.reserve() + cfg.shared() + cfg.unused(); total != cfg.budget {
 		t.Errorf("reservations + shared + unused = %d, want the budget %d", total, cfg.budget)
 	}
-	cfg, err = parseFlags([]string{"--reserved", "0", "--headroom", "-1", "--store", "azure"}, os.Stderr)
+	cfg, err = parseFlags([]string{"--reserved", "0", "--headroom", "-1", "--store", "azure", "--azure-connection-string", "UseDevelopmentStorage=true"}, os.Stderr)
 	if err != nil || cfg.shared() != 19500 || cfg.reserve() != 0 || cfg.leaseInterval() != 500 {
 		t.Errorf("--reserved 0 --headroom -1: shared %d, reserve %d, interval %d, err %v; want 19500 (20000 less 4 requests, in partitions of 250), 0, 500",
 			cfg.shared(), cfg.reserve(), cfg.leaseInterval(), err)
@@ -201,6 +208,7 @@ func TestConfig(t *testing.T) {
 		{"--store", "etcd"}, {"--replicas", "0"}, {"--replicas", "65"}, {"--reserved", "5000"}, {"--reserved", "-2"},
 		{"--log-format", "xml"}, {"--duration", "10ms"}, {"--cost", "0"}, {"--headroom", "20000"}, {"extra"},
 		{"--interactive-rate", "-1"}, {"--interactive-writes", "1.5"}, {"--read-ru", "0"}, {"--max-interval", "-1s"},
+		{"--store", "azure"}, {"--store", "azure", "--azure-account", "a"}, // no key, no connection string
 	} {
 		if _, err := parseFlags(args, &bytes.Buffer{}); err == nil {
 			t.Errorf("parseFlags(%q) accepted", args)

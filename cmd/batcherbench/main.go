@@ -4,10 +4,11 @@
 // (google.golang.org/api/support/bundler, golang.org/x/time/rate) measured
 // in the same run, so that ratios hold on whatever machine runs it.
 //
-// Usage:
+// It is a module of its own, so that its peers stay out of the main go.mod;
+// from the repository's root:
 //
-//	go run ./cmd/batcherbench [--quick] [--json] [--scenarios throughput,rate,latency,fair,shared,stall,wipe,scale] [--stores memory,azurite,redis]
-//	go run ./cmd/batcherbench --scenarios scale [--scale-n 4,16,64,128] [--scale-p 20,100,500] [--scale-steady 20s] [--scale-churn 30s] [--stores ...]
+//	go run -C cmd/batcherbench . [--quick] [--json] [--scenarios throughput,rate,latency,fair,shared,stall,wipe,scale] [--stores memory,azurite,redis]
+//	go run -C cmd/batcherbench . --scenarios scale [--scale-n 4,16,64,128] [--scale-p 20,100,500] [--scale-steady 20s] [--scale-churn 30s] [--stores ...]
 //
 // Every scenario runs by default, except scale without --quick: its whole
 // grid (N instances in one process × P partitions) takes about 13 minutes

@@ -12,6 +12,15 @@
 // result for each decision is what it would have seen had the additions
 // been made one after another, so the numbers are those of one INCRBY per
 // descriptor.
+//
+// Every call returns when its context ends, whatever the client's own read
+// and write timeouts. A call whose context has ended before a worker takes
+// it into a batch is dropped and never sent. A batch already written to
+// the connection cannot be recalled: if the server stops answering (a
+// frozen or overloaded server), the calls of the batches in flight, at
+// most Workers batches of MaxBatch counters, are counted when the server
+// reads them, although their callers were answered with their context's
+// error.
 package redisstore
 
 import (
@@ -20,6 +29,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -85,10 +95,34 @@ type Store struct {
 // call is one Add waiting for its batch. The worker owns items until it
 // sends on done; a call whose caller left early (its context ended, or the
 // store closed) is never reused, since its batch may still write to it.
+//
+// state says who has it: queued until a worker takes it into a batch
+// (taken) or it is dropped, by its caller leaving or by the worker finding
+// its context ended; whichever moves it from queued first decides, so a
+// dropped call is never sent.
 type call struct {
+	ctx   context.Context
+	state atomic.Int32
 	items []item
 	err   error
 	done  chan struct{} // buffered: the worker never waits for the caller
+}
+
+// The states of a call.
+const (
+	queued int32 = iota
+	taken
+	dropped
+)
+
+// take reports whether c is still wanted, marking it taken; a call whose
+// caller left or whose context has ended is dropped.
+func (c *call) take() bool {
+	if c.ctx.Err() != nil {
+		c.state.CompareAndSwap(queued, dropped)
+		return false
+	}
+	return c.state.CompareAndSwap(queued, taken)
 }
 
 // item is one counter of a call.
@@ -142,6 +176,8 @@ func (s *Store) Add(ctx context.Context, counters []envoyrl.Counter) error {
 		return err // not queued: a call that has ended spends nothing
 	}
 	c := callPool.Get().(*call)
+	c.ctx = ctx
+	c.state.Store(queued)
 	c.err = nil
 	c.items = c.items[:0]
 	for _, k := range counters {
@@ -165,8 +201,12 @@ func (s *Store) Add(ctx context.Context, counters []envoyrl.Counter) error {
 	case <-s.stop:
 		return ErrClosed
 	case <-ctx.Done():
+		// Still queued: dropped, never sent. Taken: its batch may be on
+		// the wire, and the server counts it when it reads it.
+		c.state.CompareAndSwap(queued, dropped)
 		return ctx.Err()
 	}
+	c.ctx = nil
 	err := c.err
 	if err == nil {
 		for i := range counters {
@@ -178,8 +218,36 @@ func (s *Store) Add(ctx context.Context, counters []envoyrl.Counter) error {
 	return err
 }
 
-// Get implements envoyrl.Store with one pipeline of GETs.
+// Get implements envoyrl.Store with one pipeline of GETs. It returns when
+// ctx ends, whatever the client's own timeouts.
 func (s *Store) Get(ctx context.Context, counters []envoyrl.Counter) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if ctx.Done() == nil {
+		return s.get(ctx, counters)
+	}
+	// The pipeline reads into its own counters, so that a caller that left
+	// does not find its slice written to later.
+	own := make([]envoyrl.Counter, len(counters))
+	copy(own, counters)
+	done := make(chan error, 1)
+	go func() { done <- s.get(ctx, own) }()
+	select {
+	case err := <-done:
+		if err == nil {
+			for i := range counters {
+				counters[i].Count = own[i].Count
+			}
+		}
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// get runs Get's pipeline.
+func (s *Store) get(ctx context.Context, counters []envoyrl.Counter) error {
 	cmds := make([]*redis.StringCmd, len(counters))
 	_, err := s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, c := range counters {
@@ -213,6 +281,9 @@ func (s *Store) work() {
 		case <-s.stop:
 			return
 		case c := <-s.calls:
+			if !c.take() {
+				continue
+			}
 			batch = append(batch[:0], c)
 		}
 		n := len(batch[0].items)
@@ -220,8 +291,10 @@ func (s *Store) work() {
 		for n < s.maxBatch {
 			select {
 			case c := <-s.calls:
-				batch = append(batch, c)
-				n += len(c.items)
+				if c.take() {
+					batch = append(batch, c)
+					n += len(c.items)
+				}
 			default:
 				break drain
 			}
@@ -281,7 +354,7 @@ func (w *worker) reset() {
 // run sends one batch and answers its calls.
 func (w *worker) run(batch []*call) {
 	defer w.reset()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := batchContext(batch)
 	defer cancel()
 	w.plan(batch)
 	err := w.exec(ctx)
@@ -299,6 +372,32 @@ func (w *worker) run(batch []*call) {
 		}
 		c.done <- struct{}{}
 	}
+}
+
+// batchTimeout bounds a batch whose callers have no deadline.
+const batchTimeout = 5 * time.Second
+
+// batchContext bounds a batch by batchTimeout, and by the latest deadline
+// of its calls when every call has one: once every caller has left, a
+// batch still waiting for a connection gives up rather than sending what
+// nobody waits for.
+func batchContext(batch []*call) (context.Context, context.CancelFunc) {
+	deadline := time.Now().Add(batchTimeout)
+	var latest time.Time
+	for _, c := range batch {
+		d, ok := c.ctx.Deadline()
+		if !ok {
+			latest = deadline
+			break
+		}
+		if d.After(latest) {
+			latest = d
+		}
+	}
+	if latest.After(deadline) {
+		latest = deadline
+	}
+	return context.WithDeadline(context.Background(), latest)
 }
 
 // plan lists a batch's counters, each key once with its hits summed, and

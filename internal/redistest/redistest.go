@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -100,6 +101,25 @@ func (s *Server) Kill() {
 	s.cmd = nil
 }
 
+// Freeze stops the server's process with SIGSTOP, as a hung server: its
+// connections stay open and the kernel still accepts new ones, but nothing
+// is read or answered until Thaw. A frozen server is still killed at
+// cleanup.
+func (s *Server) Freeze(t testing.TB) { s.signal(t, syscall.SIGSTOP) }
+
+// Thaw resumes a frozen server with SIGCONT.
+func (s *Server) Thaw(t testing.TB) { s.signal(t, syscall.SIGCONT) }
+
+func (s *Server) signal(t testing.TB, sig syscall.Signal) {
+	t.Helper()
+	if s.cmd == nil || s.cmd.Process == nil {
+		t.Fatalf("redis-server on port %d is not running", s.Port)
+	}
+	if err := syscall.Kill(s.cmd.Process.Pid, sig); err != nil {
+		t.Fatalf("signal %v to redis-server on port %d: %v", sig, s.Port, err)
+	}
+}
+
 // StartServer starts an empty, non-persistent redis-server on a free port
 // with extra arguments, waits until it answers PING, and kills it at
 // cleanup.
@@ -174,16 +194,29 @@ func waitPing(addr string, within time.Duration) bool {
 // every slot is served. It returns the nodes' addresses.
 func StartCluster(t testing.TB, n int) []string {
 	t.Helper()
+	nodes := StartClusterNodes(t, n)
+	addrs := make([]string, n)
+	for i, s := range nodes {
+		addrs[i] = s.Addr()
+	}
+	return addrs
+}
+
+// StartClusterNodes is StartCluster returning the nodes' servers, for
+// tests that stop or freeze them.
+func StartClusterNodes(t testing.TB, n int) []*Server {
+	t.Helper()
 	cli, err := exec.LookPath("redis-cli")
 	if err != nil {
 		Unavailable(t, "no redis-cli executable: %v", err)
 	}
+	nodes := make([]*Server, n)
 	addrs := make([]string, n)
 	for i := range addrs {
 		dir := t.TempDir()
-		s := StartServer(t, "--cluster-enabled", "yes", "--cluster-config-file", dir+"/nodes.conf",
+		nodes[i] = StartServer(t, "--cluster-enabled", "yes", "--cluster-config-file", dir+"/nodes.conf",
 			"--cluster-node-timeout", "5000")
-		addrs[i] = s.Addr()
+		addrs[i] = nodes[i].Addr()
 	}
 	args := append(append([]string{"--cluster", "create"}, addrs...), "--cluster-replicas", "0", "--cluster-yes")
 	if out, err := exec.Command(cli, args...).CombinedOutput(); err != nil {
@@ -207,7 +240,7 @@ func StartCluster(t testing.TB, n int) []string {
 		}
 		c.Close()
 	}
-	return addrs
+	return nodes
 }
 
 func containsLine(s, line string) bool {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/costwise/batcher/limit"
@@ -20,13 +21,27 @@ const (
 // carries it owns res and err until it sends on done; the caller reads them
 // after receiving. A pending whose caller left early (its context ended) is
 // never reused: its batch may still write to it.
+//
+// state says who has it: queued until a batch takes it (taken) or it is
+// dropped, by its caller leaving or by the batch finding its context
+// ended; whichever moves it from queued first decides, so a dropped call
+// is never sent.
 type pending struct {
-	key  string
-	args [7]int64 // alg limit n p w cost now
-	res  [5]int64 // allowed reason remaining retry_us reset_us
-	err  error
-	done chan struct{} // buffered: the batch never waits for the caller
+	ctx   context.Context
+	state atomic.Int32
+	key   string
+	args  [7]int64 // alg limit n p w cost now
+	res   [5]int64 // allowed reason remaining retry_us reset_us
+	err   error
+	done  chan struct{} // buffered: the batch never waits for the caller
 }
+
+// The states of a pending.
+const (
+	queued int32 = iota
+	taken
+	dropped
+)
 
 var pendingPool = sync.Pool{New: func() any { return &pending{done: make(chan struct{}, 1)} }}
 
@@ -77,16 +92,59 @@ func (b *batcher) drain() {
 		clear(b.queue[rest:])
 		b.queue = b.queue[:rest]
 		b.mu.Unlock()
-		b.run(batch)
+		if batch = take(batch); len(batch) > 0 {
+			b.run(batch)
+		}
 		clear(batch)
 	}
 }
 
+// take keeps the calls of batch that are still wanted, marking them taken,
+// and drops those whose callers left or whose contexts have ended: they
+// are never sent.
+func take(batch []*pending) []*pending {
+	kept := batch[:0]
+	for _, p := range batch {
+		if p.ctx.Err() != nil {
+			p.state.CompareAndSwap(queued, dropped)
+			continue
+		}
+		if p.state.CompareAndSwap(queued, taken) {
+			kept = append(kept, p)
+		}
+	}
+	clear(batch[len(kept):])
+	return kept
+}
+
+// batchContext bounds a batch by batchTimeout, and by the latest deadline
+// of its calls when every call has one: once every caller has left, a
+// batch still waiting for a connection gives up rather than sending calls
+// nobody waits for (and, with ContextTimeoutEnabled, stops reading).
+func batchContext(batch []*pending) (context.Context, context.CancelFunc) {
+	deadline := time.Now().Add(batchTimeout)
+	var latest time.Time
+	for _, p := range batch {
+		d, ok := p.ctx.Deadline()
+		if !ok {
+			latest = deadline
+			break
+		}
+		if d.After(latest) {
+			latest = d
+		}
+	}
+	if latest.After(deadline) {
+		latest = deadline
+	}
+	return context.WithDeadline(context.Background(), latest)
+}
+
 // run sends one batch and answers its calls. The calls' own contexts bound
 // how long each caller waits; the batch itself is bounded by the client's
-// read and write timeouts and by batchTimeout.
+// read and write timeouts and by batchContext.
 func (b *batcher) run(batch []*pending) {
-	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
+	ctx, cancel := batchContext(batch)
 	defer cancel()
 	keys := make([]string, len(batch))
 	bp := bufPool.Get().(*[]byte)
@@ -104,7 +162,9 @@ func (b *batcher) run(batch []*pending) {
 	*bp = buf
 	bufPool.Put(bp)
 	if err != nil {
-		err = b.s.failure(ctx, "allow", keys, err)
+		// The batch's context is none of its callers': its end is a
+		// failure of the store, not a caller's deadline.
+		err = b.s.failure(context.Background(), "allow", keys, err)
 	}
 	for _, p := range batch {
 		p.err = err
@@ -124,6 +184,8 @@ func (s *Store) allowBatched(ctx context.Context, r limit.Request, u policyUnits
 		return limit.Decision{}, err // not queued: an ended call spends nothing
 	}
 	p := pendingPool.Get().(*pending)
+	p.ctx = ctx
+	p.state.Store(queued)
 	p.key = s.Key(r.Key, r.Policy)
 	p.args = [7]int64{u.alg, u.limit, u.n, u.p, u.w, r.Cost, s.now()}
 	p.err = nil
@@ -131,11 +193,18 @@ func (s *Store) allowBatched(ctx context.Context, r limit.Request, u policyUnits
 	select {
 	case <-p.done:
 	case <-ctx.Done():
-		return limit.Decision{}, ctx.Err() // p stays with its batch
+		// Still queued: dropped, never sent. Taken: its batch is on the
+		// wire and may spend it. Either way p stays with the batcher.
+		p.state.CompareAndSwap(queued, dropped)
+		return limit.Decision{}, ctx.Err()
 	}
+	p.ctx = nil
 	if p.err != nil {
 		err := p.err
 		pendingPool.Put(p)
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			err = ctxErr // the batch ended with the caller's deadline
+		}
 		return limit.Decision{}, err
 	}
 	v := p.res

@@ -21,9 +21,25 @@
 // as separate calls in that order would. A batch reads every key with one
 // MGET and the clock with one TIME, and writes one SET per key it changed,
 // so under load a decision costs the server well under the four commands
-// (EVALSHA, TIME, GET, SET) of a call on its own. Each caller still waits at
-// most until its own context ends. On a cluster or a ring every call is
-// sent on its own, since one script may only touch one slot.
+// (EVALSHA, TIME, GET, SET) of a call on its own. On a cluster or a ring
+// every call is sent on its own, since one script may only touch one slot.
+//
+// # Deadlines
+//
+// Every call returns when its context ends, whatever the go-redis client's
+// options: a call is waited for on its own goroutine or in its batch, not
+// through the client's read timeout, which bounds a call only with
+// ContextTimeoutEnabled. A call whose context has ended before it is sent is
+// never sent: a batched call whose context ends while it waits for its batch
+// is dropped, and a call sent alone that ends while the client waits for a
+// free connection is not written. A call already written cannot be recalled:
+// if the server stops answering (frozen, overloaded), the server applies it
+// when it reads it again, although its caller was answered with its
+// context's error (or, behind limit.WithFailurePolicy, by the failure mode).
+// That is at most MaxInFlight batches of up to MaxBatch calls, and for calls
+// sent alone at most one per connection of the client's pool; behind a
+// failure policy, only the calls in flight when the server stopped and then
+// one probe at a time.
 //
 // # Time
 //

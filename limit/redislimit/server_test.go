@@ -207,7 +207,7 @@ func TestServerDown(t *testing.T) {
 		t.Fatalf("waited %v past a 50ms deadline", waited)
 	}
 	var failures atomic.Int64
-	for _, mode := range []limit.FailureMode{limit.FailOpen, limit.FailClosed, limit.FailLocal} {
+	for _, mode := range []limit.FailureMode{limit.FailOpen, limit.FailClosed, limit.FailFallback} {
 		fs, err := limit.WithFailurePolicy(s, limit.FailureOptions{Mode: mode, Replicas: 2,
 			OnFailure: func(error) { failures.Add(1) }})
 		if err != nil {
@@ -223,7 +223,7 @@ func TestServerDown(t *testing.T) {
 				allowed++
 			}
 		}
-		want := map[limit.FailureMode]int{limit.FailOpen: 4, limit.FailClosed: 0, limit.FailLocal: 2}[mode]
+		want := map[limit.FailureMode]int{limit.FailOpen: 4, limit.FailClosed: 0, limit.FailFallback: 2}[mode]
 		if allowed != want {
 			t.Errorf("mode %d admitted %d of 4, want %d (local fallback: the limit of 4 over 2 replicas)", mode, allowed, want)
 		}

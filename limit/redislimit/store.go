@@ -161,7 +161,7 @@ func (s *Store) run(ctx context.Context, op int, opName string, reqs []limit.Req
 		}
 	}
 	*bp = b
-	res, err := script.Run(ctx, s.client, keys, string(b)).Text()
+	res, err := s.send(ctx, script, keys, string(b))
 	if err != nil {
 		return out, s.failure(ctx, opName, keys, err)
 	}
@@ -169,6 +169,45 @@ func (s *Store) run(ctx context.Context, op int, opName string, reqs []limit.Req
 		return out, nil
 	}
 	return parse(res, reqs, out)
+}
+
+// reply is the answer of a command sent by send.
+type reply struct {
+	res  string
+	err  error
+	done chan struct{} // buffered: the sender never waits for the caller
+}
+
+var replyPool = sync.Pool{New: func() any { return &reply{done: make(chan struct{}, 1)} }}
+
+// send runs sc with keys and args and returns its answer, or ctx's error as
+// soon as ctx ends, whatever the client's own timeouts (go-redis reads and
+// writes by its ReadTimeout and WriteTimeout unless ContextTimeoutEnabled
+// is set). A context that has ended sends nothing, and one that ends while
+// the client waits for a free connection sends nothing either; once the
+// command is written it cannot be recalled: the server applies it when it
+// reads it, whether or not the caller is still there.
+func (s *Store) send(ctx context.Context, sc *redis.Script, keys []string, args string) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	if ctx.Done() == nil { // a context that never ends: nothing to bound
+		return sc.Run(ctx, s.client, keys, args).Text()
+	}
+	r := replyPool.Get().(*reply)
+	go func() {
+		r.res, r.err = sc.Run(ctx, s.client, keys, args).Text()
+		r.done <- struct{}{}
+	}()
+	select {
+	case <-r.done:
+		res, err := r.res, r.err
+		r.res, r.err = "", nil
+		replyPool.Put(r)
+		return res, err
+	case <-ctx.Done():
+		return "", ctx.Err() // r stays with its goroutine, never reused
+	}
 }
 
 func (s *Store) now() int64 {
@@ -298,7 +337,7 @@ func (s *Store) allowFast(ctx context.Context, r limit.Request) (limit.Decision,
 	}
 	*bp = b
 	key := s.Key(r.Key, r.Policy)
-	res, err := allowScript.Run(ctx, s.client, []string{key}, string(b)).Text()
+	res, err := s.send(ctx, allowScript, []string{key}, string(b))
 	if err != nil {
 		return limit.Decision{}, s.failure(ctx, "allow", []string{key}, err)
 	}

@@ -2,11 +2,13 @@ package httplimit_test
 
 import (
 	"context"
+	"net/http"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/costwise/batcher/internal/redistest"
 	"github.com/costwise/batcher/limit"
@@ -172,6 +174,44 @@ func TestRedisPausedTimeout(t *testing.T) {
 	}
 	if n := decisions(t, reg, "failed_open"); n != 1 {
 		t.Errorf("failed_open = %v", n)
+	}
+}
+
+// A frozen Redis (SIGSTOP) cannot hold a request with two policies past
+// StoreTimeout, with a client whose read timeout is go-redis's default and
+// that leaves deadlines to it (no ContextTimeoutEnabled).
+func TestRedisFrozenTwoPoliciesTimeout(t *testing.T) {
+	srv := redistest.StartServer(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { c.Close() })
+	store, err := redislimit.New(c, redislimit.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	ts := serve(t, httplimit.Options{
+		Policies: []httplimit.Policy{
+			{Name: "per-ip", Limit: limit.FixedWindow(100, time.Hour)},
+			{Name: "global", Key: func(*http.Request) string { return "all" }, Limit: limit.SlidingWindow(1000, time.Hour)},
+		},
+		Store: store, StoreTimeout: 100 * time.Millisecond, MetricsProvider: promlimit.New(reg),
+	})
+	if res := get(t, ts); res.code != 200 {
+		t.Fatalf("with Redis up: %d", res.code)
+	}
+	srv.Freeze(t)
+	defer srv.Thaw(t)
+	start := time.Now()
+	res := get(t, ts)
+	took := time.Since(start)
+	if res.code != 200 {
+		t.Errorf("frozen Redis: %d, want admitted (fail-open)", res.code)
+	}
+	if took > 100*time.Millisecond+1200*time.Millisecond {
+		t.Errorf("request took %v with a frozen store and a 100 ms StoreTimeout", took)
+	}
+	if n := decisions(t, reg, "failed_open"); n != 1 {
+		t.Errorf("failed_open = %v, want 1", n)
 	}
 }
 

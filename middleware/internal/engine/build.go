@@ -172,7 +172,7 @@ func failureMode(m FailMode) limit.FailureMode {
 	case FailClosed:
 		return limit.FailClosed
 	case FailFallback:
-		return limit.FailLocal
+		return limit.FailFallback
 	}
 	return limit.FailOpen
 }

@@ -233,10 +233,10 @@ func (a *allowServer) Allow(ctx context.Context, in *ratelimiterv1.AllowRequest)
 	return &ratelimiterv1.AllowResponse{Allowed: v.Allowed, RetryAfter: durationpb.New(v.RetryAfter)}, nil
 }
 
-// envoyGRPC serves Envoy's RateLimitService, applying the failure policy:
-// with fail_open a store failure answers OK; with local_fallback the
-// counters are kept in memory at the limits divided by the replicas until
-// the store answers again (see envoyFallback); with fail_closed, and when
+// envoyGRPC serves Envoy's RateLimitService. The store applies the failure
+// policy (see envoyFallback): with fail_open a store failure answers OK;
+// with fallback the counters are kept in memory at the limits divided by
+// the replicas until the store answers again; with fail_closed, and when
 // even the fallback fails, Unavailable, and Envoy's own failure_mode_deny
 // decides.
 type envoyGRPC struct {

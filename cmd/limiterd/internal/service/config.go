@@ -26,11 +26,13 @@ type Config struct {
 	Backends     Backends     `yaml:"backends"`
 	Metrics      Metrics      `yaml:"metrics"`
 
-	// Addition: what to do when the store fails: fail_open (default),
-	// fail_closed (503, Unavailable) or local_fallback (an in-memory limit
-	// at the configured limit divided by replicas).
+	// Addition: what to do when the store fails or does not answer within
+	// a second: fail_open (default), fail_closed (503, Unavailable) or
+	// fallback (the local fallback: an in-memory limit at the configured
+	// limit divided by replicas; local_fallback is its former name, still
+	// accepted), the modes limit.FailOpen, FailClosed and FailFallback.
 	OnStoreFailure string `yaml:"on_store_failure"`
-	// Addition: the number of replicas sharing the store, for local_fallback.
+	// Addition: the number of replicas sharing the store, for fallback.
 	Replicas int `yaml:"replicas"`
 	// Addition: the rate limit headers of POST /limit: draft (default),
 	// trio, x or none.
@@ -426,8 +428,8 @@ func (c *Config) validateOthers() error {
 	switch {
 	case c.Metrics.Port < 0 || c.Metrics.Port > 65535:
 		return c.errField("metrics.port", "must be a TCP port, not %d", c.Metrics.Port)
-	case c.OnStoreFailure != "fail_open" && c.OnStoreFailure != "fail_closed" && c.OnStoreFailure != "local_fallback":
-		return c.errField("on_store_failure", "unknown policy %q (want fail_open, fail_closed or local_fallback)", c.OnStoreFailure)
+	case !validFailureMode(c.OnStoreFailure):
+		return c.errField("on_store_failure", "unknown policy %q (want fail_open, fail_closed or fallback)", c.OnStoreFailure)
 	case c.Replicas <= 0:
 		return c.errField("replicas", "must be positive, not %d", c.Replicas)
 	}

@@ -76,16 +76,25 @@ func policyOf(cfg Config) (limit.Policy, int64, error) {
 	return p, scale, nil
 }
 
-// failureMode maps on_store_failure.
-func failureMode(s string) limit.FailureMode {
-	switch s {
-	case "fail_closed":
-		return limit.FailClosed
-	case "local_fallback":
-		return limit.FailLocal
-	}
-	return limit.FailOpen
+// storeTimeout bounds every call to the store, on every API: past it the
+// call is a store failure, decided by on_store_failure.
+const storeTimeout = time.Second
+
+// failureModes maps on_store_failure's values; local_fallback is the former
+// name of fallback.
+var failureModes = map[string]limit.FailureMode{
+	"fail_open": limit.FailOpen, "fail_closed": limit.FailClosed,
+	"fallback": limit.FailFallback, "local_fallback": limit.FailFallback,
 }
+
+// validFailureMode reports whether s is a value of on_store_failure.
+func validFailureMode(s string) bool {
+	_, ok := failureModes[s]
+	return ok
+}
+
+// failureMode maps on_store_failure.
+func failureMode(s string) limit.FailureMode { return failureModes[s] }
 
 // newKeyed builds the store of POST /limit and ratelimiter.v1.
 func newKeyed(cfg Config, rdb redis.UniversalClient, m *metrics) (keyedLimiter, error) {
@@ -111,7 +120,7 @@ func newKeyed(cfg Config, rdb redis.UniversalClient, m *metrics) (keyedLimiter, 
 		base = mem
 	}
 	var fallback limit.Store
-	if rdb != nil && failureMode(cfg.OnStoreFailure) == limit.FailLocal {
+	if rdb != nil && failureMode(cfg.OnStoreFailure) == limit.FailFallback {
 		// The local fallback is a memory store too: bounded by max_keys.
 		if fallback, err = k.memory(cfg, m, "keyed_fallback"); err != nil {
 			k.stop()
@@ -122,7 +131,7 @@ func newKeyed(cfg Config, rdb redis.UniversalClient, m *metrics) (keyedLimiter, 
 		Mode:      failureMode(cfg.OnStoreFailure),
 		Fallback:  fallback,
 		Replicas:  cfg.Replicas,
-		Timeout:   time.Second,
+		Timeout:   storeTimeout,
 		OnFailure: func(error) { m.storeErrors.WithLabelValues("store").Inc() },
 	})
 	if err != nil {

@@ -73,7 +73,8 @@ func TestStoreDown(t *testing.T) {
 		{"fail_open", http.StatusOK, codes.OK, true, []codes.Code{codes.OK, codes.OK}, []bool{false, false}},
 		{"fail_closed", http.StatusServiceUnavailable, codes.Unavailable, false,
 			[]codes.Code{codes.Unavailable, codes.Unavailable}, []bool{false, false}},
-		{"local_fallback", http.StatusOK, codes.OK, true, []codes.Code{codes.OK, codes.OK}, []bool{false, true}},
+		{"fallback", http.StatusOK, codes.OK, true, []codes.Code{codes.OK, codes.OK}, []bool{false, true}},
+		{"local_fallback", http.StatusOK, codes.OK, true, []codes.Code{codes.OK, codes.OK}, []bool{false, true}}, // the former name
 	}
 	for _, c := range cases {
 		t.Run(c.policy, func(t *testing.T) {
@@ -118,5 +119,129 @@ func TestStoreDown(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestFailOpenWithinTimeout: with fail_open, every API answers OK within
+// the store timeout (1 s) and a margin, when Redis is stopped, frozen
+// (SIGSTOP, so that only timeouts end the calls) or was never reachable.
+func TestFailOpenWithinTimeout(t *testing.T) {
+	const bound = storeTimeout + 1500*time.Millisecond // a loaded machine's margin; far below the client's 3-s read timeout
+	for _, fault := range []string{"stopped", "frozen", "unreachable"} {
+		t.Run(fault, func(t *testing.T) {
+			addr := fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t))
+			var srv *redistest.Server
+			if fault != "unreachable" {
+				srv = redistest.StartServer(t)
+				addr = srv.Addr()
+			}
+			dir := t.TempDir()
+			writeFile(t, dir, "gw.yaml", envoyRules)
+			p := start(t, fmt.Sprintf("store: redis\non_store_failure: fail_open\nbackends:\n  redis: {addr: %q}\n", addr), "--rules", dir)
+			envoy := rlsv3.NewRateLimitServiceClient(dial(t, p.grpc))
+			keyed := ratelimiterv1.NewRateLimiterClient(dial(t, p.grpc))
+			if srv != nil { // connections open, scripts loaded
+				if r := p.post("/limit", "", "X-Client-Key", "k"); r.StatusCode != http.StatusOK {
+					t.Fatalf("with Redis up: %d", r.StatusCode)
+				}
+				if _, err := envoy.ShouldRateLimit(context.Background(), envoyReq("remote_address", uuid.NewString())); err != nil {
+					t.Fatalf("Envoy with Redis up: %v", err)
+				}
+			}
+			switch fault {
+			case "stopped":
+				srv.Kill()
+			case "frozen":
+				srv.Freeze(t)
+				defer srv.Thaw(t)
+			}
+			json := fmt.Sprintf(`{"domain":"gw","descriptors":[{"entries":[{"key":"remote_address","value":%q}]}]}`, uuid.NewString())
+			calls := map[string]func(ctx context.Context) error{
+				"POST /limit": func(context.Context) error { return statusOK(p.post("/limit", "", "X-Client-Key", "k")) },
+				"POST /json":  func(context.Context) error { return statusOK(p.post("/json", json)) },
+				"ratelimiter.v1": func(ctx context.Context) error {
+					r, err := keyed.Allow(ctx, &ratelimiterv1.AllowRequest{Key: "k"})
+					if err == nil && !r.Allowed {
+						err = fmt.Errorf("denied")
+					}
+					return err
+				},
+				"Envoy": func(ctx context.Context) error {
+					r, err := envoy.ShouldRateLimit(ctx, envoyReq("remote_address", uuid.NewString()))
+					if err == nil && r.OverallCode != rlsv3.RateLimitResponse_OK {
+						err = fmt.Errorf("overall %v", r.OverallCode)
+					}
+					return err
+				},
+			}
+			for name, call := range calls {
+				for i := range 2 {
+					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+					began := time.Now()
+					err := call(ctx)
+					took := time.Since(began)
+					cancel()
+					if err != nil || took > bound {
+						t.Errorf("%s call %d with Redis %s: %v after %v, want OK within %v", name, i, fault, err, took, bound)
+					}
+				}
+			}
+		})
+	}
+}
+
+// statusOK returns an error unless r is a 200.
+func statusOK(r *http.Response) error {
+	if r.StatusCode != http.StatusOK {
+		return fmt.Errorf("status %d", r.StatusCode)
+	}
+	return nil
+}
+
+// TestGivenUpEnvoyCallsNotCounted: Envoy calls that give up (a 20-ms
+// deadline) while Redis is frozen are not counted when it resumes, but
+// for the at most two batches in flight (one call each, as the calls come
+// one after another).
+func TestGivenUpEnvoyCallsNotCounted(t *testing.T) {
+	srv := redistest.StartServer(t)
+	dir := t.TempDir()
+	writeFile(t, dir, "gw.yaml", envoyRules)
+	p := start(t, fmt.Sprintf("store: redis\non_store_failure: fail_closed\nbackends:\n  redis: {addr: %q}\n", srv.Addr()), "--rules", dir)
+	envoy := rlsv3.NewRateLimitServiceClient(dial(t, p.grpc))
+	redistest.AwayFromWindowEdge(time.Hour, 30*time.Second)
+	ip := uuid.NewString()
+	if _, err := envoy.ShouldRateLimit(context.Background(), envoyReq("remote_address", ip)); err != nil {
+		t.Fatalf("with Redis up: %v", err)
+	}
+	srv.Freeze(t)
+	for i := range 200 {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		_, err := envoy.ShouldRateLimit(ctx, envoyReq("remote_address", ip))
+		cancel()
+		if err == nil {
+			t.Fatalf("call %d with Redis frozen answered", i)
+		}
+	}
+	srv.Thaw(t)
+	c := srv.Client(t)
+	var count int64 = -1
+	stable := time.Now()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		keys, err := c.Keys(context.Background(), "*"+ip+"*").Result()
+		if err != nil || len(keys) != 1 {
+			continue
+		}
+		n, err := c.Get(context.Background(), keys[0]).Int64()
+		if err != nil {
+			continue
+		}
+		if n != count {
+			count, stable = n, time.Now()
+		} else if time.Since(stable) > 300*time.Millisecond {
+			break
+		}
+	}
+	if count < 1 || count > 3 {
+		t.Fatalf("counter at %d after 1 call and 200 that gave up; want 1 to 3", count)
 	}
 }
