@@ -1,5 +1,7 @@
 package limit
 
+import "math"
+
 // state is the state of one key under one policy, in the units of params.
 // What a, b and c hold depends on the algorithm:
 //
@@ -290,4 +292,56 @@ func (pr *params) atRest(s state, now int64) bool {
 		return id > s.a+1 || id == s.a+1 && s.b == 0 || id == s.a && s.b == 0 && s.c == 0
 	}
 	return true
+}
+
+// restAt returns the time (µs) from which s decides as a key never seen:
+// math.MinInt64 when it does at any time. A decision only ever moves it
+// later (a settle's refund may move it earlier), which the memory store's
+// bound on the rest of a shard's keys relies on (see memkeys.go).
+func (pr *params) restAt(s state) int64 {
+	switch pr.alg {
+	case algTokenBucket:
+		if s.a > 0 {
+			return s.b + ceilDiv(s.a, pr.n)
+		}
+	case algGCRA:
+		if s.b > 0 {
+			return s.a + 1
+		}
+		if s.a != 0 {
+			return s.a
+		}
+	case algFixed:
+		if s.b > 0 {
+			return (s.a + 1) * pr.w
+		}
+	case algSliding:
+		if s.b > 0 {
+			return (s.a + 2) * pr.w
+		}
+		if s.c > 0 {
+			return (s.a + 1) * pr.w
+		}
+	}
+	return math.MinInt64
+}
+
+// spent returns what evicting a key in state s at now forgives: its debt or
+// count in the policy's units, 0 for a key at rest.
+func (pr *params) spent(s state, now int64) int64 {
+	switch pr.alg {
+	case algTokenBucket:
+		return drain(s.a, s.b, max(now, s.b), pr.n)
+	case algGCRA:
+		return pr.gcraDebt(s, now)
+	case algFixed:
+		if now/pr.w > s.a {
+			return 0
+		}
+		return s.b
+	case algSliding:
+		s = pr.slidingNorm(s, now)
+		return s.b + s.c
+	}
+	return 0
 }

@@ -44,5 +44,8 @@
 // same three modes.
 //
 // Fractional costs: scale the policy with Policy.Scale (for example by 1000
-// for thousandths of a token) and express costs in the same unit.
+// for thousandths of a token) and express costs in the same unit;
+// CostFromFloat converts. One unit is the resolution of every store, memory
+// and Redis alike: a fractional cost is rounded up to the next whole unit,
+// so a positive cost below one unit is charged one unit, never nothing.
 package limit

@@ -36,14 +36,21 @@ func (e *PolicyError) Error() string {
 // Is makes errors.Is(err, ErrInvalidPolicy) true.
 func (e *PolicyError) Is(target error) bool { return target == ErrInvalidPolicy }
 
-// CostError reports a negative cost, or a settle delta out of range.
+// CostError reports a negative cost, or a settle delta out of range, or a
+// fractional cost CostFromFloat cannot count.
 type CostError struct {
 	// Cost is the cost given.
 	Cost int64
+	// Tokens is the fractional cost given to CostFromFloat, when that is
+	// what was refused; 0 otherwise.
+	Tokens float64
 }
 
-// Error returns "limit: invalid cost N".
+// Error returns "limit: invalid cost N: REASON".
 func (e *CostError) Error() string {
+	if e.Tokens != 0 { // NaN included
+		return fmt.Sprintf("limit: invalid cost %g: must be a finite number, 0 or more, of at most 2^50 units", e.Tokens)
+	}
 	return fmt.Sprintf("limit: invalid cost %d: must be 0 or more", e.Cost)
 }
 

@@ -78,3 +78,41 @@ func ExampleParsePolicy() {
 	// per-ip gcra 20 100 1s <nil>
 	// limit: policy "": limit: must be positive
 }
+
+// A rate given as the interval between two emissions: a GCRA with a burst
+// of 1 admits one request per 250 ms.
+func ExampleEvery() {
+	clock := &fixedClock{time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	store, _ := limit.NewMemory(limit.MemoryOptions{Clock: clock})
+	p := limit.GCRA(limit.Every(250*time.Millisecond), 1)
+	for _, at := range []time.Duration{0, 100 * time.Millisecond, 150 * time.Millisecond, 100 * time.Millisecond} {
+		clock.t = clock.t.Add(at)
+		d, _ := limit.Allow(context.Background(), store, "alice", p)
+		fmt.Println(d.Allowed, d.RetryAfter)
+	}
+	// Output:
+	// true 0s
+	// false 150ms
+	// true 0s
+	// false 150ms
+}
+
+// Envoy's rate limit service counts every hit, over the limit or not: under
+// a fixed window a client that keeps calling while denied stays denied, and
+// a limit that one request exceeds does not keep the others from counting.
+func ExampleStore_CountAll() {
+	clock := &fixedClock{time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	store, _ := limit.NewMemory(limit.MemoryOptions{Clock: clock})
+	perIP := limit.FixedWindow(2, time.Minute).Named("per-ip")
+	perRoute := limit.FixedWindow(100, time.Minute).Named("per-route")
+	reqs := []limit.Request{{Key: "10.0.0.1", Policy: perIP, Cost: 1}, {Key: "/search", Policy: perRoute, Cost: 1}}
+	var out []limit.Decision
+	for i := 0; i < 3; i++ {
+		out, _ = store.CountAll(context.Background(), reqs, out[:0])
+		fmt.Println(out[0].Allowed, out[0].Remaining, out[1].Allowed, out[1].Remaining)
+	}
+	// Output:
+	// true 1 true 99
+	// true 0 true 98
+	// false 0 true 97
+}

@@ -3,6 +3,8 @@ package limit_test
 import (
 	"context"
 	"errors"
+	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -107,6 +109,35 @@ func FuzzDecide(f *testing.F) {
 			if i%5 != 4 && cost > p.Limit && dec.Allowed || i%5 != 4 && cost == 0 && !dec.Allowed {
 				t.Fatalf("step %d: cost %d of limit %d: %+v", i, cost, p.Limit, dec)
 			}
+		}
+	})
+}
+
+// FuzzCostFromFloat checks that a fractional cost is never charged less
+// than it is worth, nor a whole unit more, and that a positive cost is
+// never free.
+func FuzzCostFromFloat(f *testing.F) {
+	for _, v := range []float64{0, 1e-9, 4.9e-7, 5e-7, 0.1, 0.0015, 1, 2.5, 1e12, -1, math.NaN(), math.Inf(1)} {
+		f.Add(v, int64(1000))
+	}
+	f.Fuzz(func(t *testing.T, tokens float64, scale int64) {
+		n, err := limit.CostFromFloat(tokens, scale)
+		units := tokens * float64(scale)
+		switch {
+		case scale <= 0:
+			if !errors.Is(err, limit.ErrInvalidPolicy) {
+				t.Fatalf("scale %d: %d, %v", scale, n, err)
+			}
+		case math.IsNaN(units) || tokens < 0 || units > 1<<50:
+			if !errors.Is(err, limit.ErrInvalidCost) || !strings.HasPrefix(err.Error(), "limit: invalid cost ") {
+				t.Fatalf("CostFromFloat(%v, %d) = %d, %v; want a *CostError", tokens, scale, n, err)
+			}
+		case err != nil:
+			t.Fatalf("CostFromFloat(%v, %d): %v", tokens, scale, err)
+		case tokens > 0 && n < 1, tokens == 0 && n != 0:
+			t.Fatalf("CostFromFloat(%v, %d) = %d", tokens, scale, n)
+		case float64(n) < units*(1-1e-9)-1e-6 || float64(n) >= units+1+units*1e-9:
+			t.Fatalf("CostFromFloat(%v, %d) = %d for %v units", tokens, scale, n, units)
 		}
 	})
 }

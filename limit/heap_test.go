@@ -18,34 +18,40 @@ func heapAlloc() int64 {
 	return int64(ms.HeapAlloc)
 }
 
-// BenchmarkMemoryHeapPerKey reports the heap held per active key (GCRA and
-// token bucket: the slot, the table's free space and the store's copy of
-// the key) and per key once every key is back at rest and Cleanup has run.
+// BenchmarkMemoryHeapPerKey reports the heap held per active key (the
+// slot and its share of the table's free space, which swings with how
+// full the shards' tables are, and the store's copy of the key) and per
+// key once every key is back at rest and Cleanup has run, for every
+// algorithm at several key counts:
+//
+//	go test -run '^$' -bench MemoryHeapPerKey -benchtime 1x ./limit
 func BenchmarkMemoryHeapPerKey(b *testing.B) {
-	const n = 200_000
-	keys := make([]string, n)
+	counts := []int{10_000, 100_000, 200_000, 500_000, 1 << 20, 2 << 20}
+	keys := make([]string, counts[len(counts)-1])
 	for i := range keys {
 		keys[i] = "user-" + strconv.Itoa(i)
 	}
 	for _, p := range []limit.Policy{limit.GCRA(limit.PerSecond(10), 10), limit.TokenBucket(10, limit.PerSecond(10)),
 		limit.FixedWindow(10, time.Second), limit.SlidingWindow(10, time.Second), limit.RollingWindow(10, time.Second)} {
-		b.Run(string(p.Algorithm), func(b *testing.B) {
-			for range b.N {
-				clock := limittest.NewClock(limittest.Epoch)
-				before := heapAlloc()
-				m, _ := limit.NewMemory(limit.MemoryOptions{Clock: clock})
-				for _, k := range keys {
-					m.AllowN(context.Background(), k, p, 1)
+		for _, n := range counts {
+			b.Run(string(p.Algorithm)+"/keys="+strconv.Itoa(n), func(b *testing.B) {
+				for range b.N {
+					clock := limittest.NewClock(limittest.Epoch)
+					before := heapAlloc()
+					m, _ := limit.NewMemory(limit.MemoryOptions{Clock: clock, MaxKeys: n})
+					for _, k := range keys[:n] {
+						m.AllowN(context.Background(), k, p, 1)
+					}
+					active := heapAlloc()
+					clock.Advance(time.Hour)
+					m.Cleanup()
+					idle := heapAlloc()
+					b.ReportMetric(float64(active-before)/float64(n), "B/active-key")
+					b.ReportMetric(float64(idle-before)/float64(n), "B/idle-key")
+					runtime.KeepAlive(m)
 				}
-				active := heapAlloc()
-				clock.Advance(time.Hour)
-				m.Cleanup()
-				idle := heapAlloc()
-				b.ReportMetric(float64(active-before)/n, "B/active-key")
-				b.ReportMetric(float64(idle-before)/n, "B/idle-key")
-				runtime.KeepAlive(m)
-			}
-		})
+			})
+		}
 	}
 }
 

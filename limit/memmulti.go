@@ -206,17 +206,27 @@ func (m *Memory) commit(ps []pending, now int64) error {
 			continue
 		}
 		if p.t.pr.alg == algRolling {
-			if p.isNew {
+			// Making room for a new key may have dropped this one's log,
+			// at rest until now: it is held again.
+			if p.sh.logs[p.key] != p.log {
+				if !p.isNew {
+					m.keys.Add(1)
+				}
 				p.sh.logs[strings.Clone(p.key)] = p.log // a copy, as slots.insert keeps
 				p.sh.peak = max(p.sh.peak, len(p.sh.logs))
 			}
 			p.log.push(p.log.now(now), p.extra)
+			p.t.lowerRest(p.sh, p.log.restAt(p.t.pr.w), -1, p.key)
 			continue
 		}
 		// Found again: admitting a key may have moved the slots.
 		i := p.sh.t.find(p.h, p.key)
 		if i < 0 {
+			// New, or dropped while it was at rest to make room.
 			i = p.sh.t.insert(p.h, p.key)
+			if !p.isNew {
+				m.keys.Add(1)
+			}
 		}
 		p.t.put(p.sh, i, p.s, m.used(now))
 	}
@@ -269,7 +279,9 @@ func (m *Memory) settleRolling(t *table, sh *shard, key string, now, delta int64
 		sh.logs[strings.Clone(key)] = l // a copy, as slots.insert keeps
 		sh.peak = max(sh.peak, len(sh.logs))
 	}
-	return t.pr.settleRolling(l, now, delta), nil
+	dec := t.pr.settleRolling(l, now, delta)
+	t.lowerRest(sh, l.restAt(t.pr.w), -1, key)
+	return dec, nil
 }
 
 // settleState requires sh.mu.

@@ -146,6 +146,7 @@ func (t *table) freeze(sh *shard, i int, w int64) bool {
 // requires sh.mu. A token bucket's state past its shard's range rebases
 // the shard first, which keeps the slots' indexes.
 func (t *table) put(sh *shard, i int, s state, used uint32) {
+	t.lowerRest(sh, t.pr.restAt(s), i, "")
 	if !t.packs {
 		sh.t.set(i, t.pr.alg, s, used)
 		return

@@ -93,6 +93,32 @@ func RateFromFloat(perSecond float64) (Rate, error) {
 	return Rate{Count: num, Period: time.Duration(den) * time.Second}, nil
 }
 
+// CostFromFloat returns a fractional cost of tokens in the units of a
+// policy scaled by scale (see Policy.Scale): tokens × scale, rounded up to
+// a whole unit. A unit is the store's resolution, and a positive cost is
+// never rounded down to nothing: 1e-9 tokens at scale 1000 costs one unit,
+// a thousandth of a token, as 0.0011 costs two. The product is first rounded
+// to a millionth of a unit, so that a decimal such as 0.1 at scale 1000 is
+// 100 units, not 101 by the error of its binary form (below 2^32 units;
+// above, a double's own precision is coarser than that). A cost that is
+// negative, NaN, infinite, or above 2^50 units is refused with a *CostError.
+func CostFromFloat(tokens float64, scale int64) (int64, error) {
+	if scale <= 0 {
+		return 0, &PolicyError{Field: "scale", Reason: "must be positive"}
+	}
+	units := tokens * float64(scale)
+	if math.IsNaN(units) || tokens < 0 || units > maxUnits {
+		return 0, &CostError{Tokens: tokens}
+	}
+	if tokens == 0 {
+		return 0, nil
+	}
+	if units < 1<<32 { // where a millionth of a unit is well within a double's precision
+		units = math.Round(units*1e6) / 1e6
+	}
+	return max(int64(math.Ceil(units)), 1), nil
+}
+
 // bestFraction returns the closest fraction to r with a denominator of at
 // most maxDen, by continued fractions.
 func bestFraction(r *big.Rat, maxDen int64) (int64, int64) {

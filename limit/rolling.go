@@ -1,5 +1,7 @@
 package limit
 
+import "math"
+
 // rollingLog is the state of a key under the rolling window (the sliding
 // log): the time and cost of every admitted decision in the window, oldest
 // first, in a ring that grows up to the policy's limit entries.
@@ -125,4 +127,21 @@ func (pr *params) settleRolling(l *rollingLog, now, delta int64) Decision {
 
 func (l *rollingLog) atRest(now, w int64) bool {
 	return l.n == 0 || l.at(l.n-1).t+w <= now
+}
+
+// restAt is params.restAt for a rolling log under window w.
+func (l *rollingLog) restAt(w int64) int64 {
+	if l.n == 0 {
+		return math.MinInt64
+	}
+	return l.at(l.n-1).t + w
+}
+
+// spent returns the cost l holds in the window at now.
+func (l *rollingLog) spent(now, w int64) int64 {
+	sum := l.sum
+	for i := 0; i < l.n && l.at(i).t+w <= now; i++ {
+		sum -= l.at(i).c
+	}
+	return sum
 }

@@ -26,6 +26,7 @@ type slots struct {
 	n     int     // keys held
 	tombs int     // tombstones
 	base  int64   // µs: the time packed slots count from (see packed.go)
+	gen   uint32  // resizes so far: an index is valid while gen stays
 	v     atomic.Pointer[view]
 }
 
@@ -37,8 +38,8 @@ type view struct {
 }
 
 // slot is one key's state in 32 bytes, and a second word, bc, in the
-// table's parallel array. The sliding window's two counts share bc (limits
-// of the sliding window fit in 31 bits; see params). The token bucket and
+// table's parallel array. The sliding window's two counts share bc, 32
+// bits each (a count is at most twice the largest limit, 2^31; see params). The token bucket and
 // GCRA keep their state packed in a alone when it fits (see packed.go), so
 // that a decision on them reads one slot of 32 bytes. The arrays of large
 // tables (1,024 slots and more, where keys are many and cache misses
@@ -47,7 +48,7 @@ type view struct {
 // line; smaller arrays follow the allocator's 8-byte header.
 type slot struct {
 	tag  uint32 // bits of the key's hash, odd; 0 marks an empty slot, tomb a removed one
-	used uint32 // seconds since the store started, for EvictLRU
+	used uint32 // seconds since the store started: EvictLRU's tie-break
 	key  string
 	a    int64
 }
@@ -98,8 +99,9 @@ func (t *slots) live(i int) bool { return t.s[i].tag&1 != 0 }
 // does not keep that string alive.
 func (t *slots) insert(h uint64, key string) int {
 	// Up to 7/8 full, tombstones included: linear probing then still
-	// finds a key in a few probes on average, and a table holds 40 to 80
-	// bytes per key. A table full of tombstones is copied at its size.
+	// finds a key in a few probes on average, and a table holds 46 to 91
+	// bytes per key (40 per slot, the table 7/16 to 7/8 full). A table
+	// full of tombstones is copied at its size.
 	if (t.n+t.tombs+1)*8 > len(t.s)*7 {
 		size := max(8, len(t.s))
 		if (t.n+1)*16 > size*7 {
@@ -146,6 +148,7 @@ func (t *slots) shrink() bool {
 func (t *slots) resize(size int) {
 	old, oldbc := t.s, t.bc
 	t.s, t.bc, t.tombs = nil, nil, 0
+	t.gen++
 	if size > 0 {
 		t.s, t.bc = make([]slot, size), make([]int64, size)
 	}
@@ -188,7 +191,9 @@ func (t *slots) remove(i int) {
 func (t *slots) state(i int, alg alg) state {
 	a, bc := atomic.LoadInt64(&t.s[i].a), t.bc[i]
 	if alg == algSliding {
-		return state{a: a, b: bc >> 32, c: bc & (1<<32 - 1)}
+		// Each count is at most twice the largest limit, 2^31: the
+		// current one may set bc's sign bit, so it is shifted unsigned.
+		return state{a: a, b: int64(uint64(bc) >> 32), c: bc & (1<<32 - 1)}
 	}
 	return state{a: a, b: bc}
 }

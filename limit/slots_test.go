@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"testing"
+	"time"
 	"unsafe"
 )
 
@@ -88,6 +89,57 @@ func TestSlotsAligned(t *testing.T) {
 		}
 		if len(tab.bc) != len(tab.s) {
 			t.Fatalf("%d second words for %d slots", len(tab.bc), len(tab.s))
+		}
+	}
+}
+
+// TestStatesRoundTripAtBounds puts the largest states decide and settle
+// produce, under policies at their largest documented parameters, into a
+// slot and takes them back: every one must come back exactly.
+func TestStatesRoundTripAtBounds(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro()
+	const units = 1 << 49
+	for _, c := range []struct {
+		p      Policy
+		states func(pr params) []state
+	}{
+		{TokenBucket(units, Every(time.Microsecond)), func(pr params) []state {
+			return []state{{a: 2 * pr.cap, b: now}, {a: 2 * pr.cap, b: now + 1<<40}, {a: 1, b: now - 1<<40}}
+		}},
+		{TokenBucket(1, Every(units*time.Microsecond)), func(pr params) []state {
+			return []state{{a: 2 * pr.cap, b: now}, {a: pr.cap, b: now + 1}}
+		}},
+		{GCRA(Every(time.Microsecond), units), func(pr params) []state {
+			return []state{{a: now + 2*pr.cap}, {a: now - 1}}
+		}},
+		{GCRA(Rate{Count: 1 << 49, Period: 3 * time.Microsecond}, 1<<16), func(pr params) []state {
+			return []state{{a: now + 2*pr.cap/pr.n, b: pr.n - 1}, {a: now, b: pr.n - 1}}
+		}},
+		{FixedWindow(1<<48, time.Microsecond), func(pr params) []state {
+			return []state{{a: now, b: 2 * pr.limit}, {a: now, b: maxUnits}}
+		}},
+		{SlidingWindow(maxSlidingLimit, 100*time.Millisecond), func(pr params) []state {
+			id := now / pr.w
+			return []state{{a: id, b: 2 * pr.limit, c: 2 * pr.limit}, {a: id, b: 2 * pr.limit}, {a: id, c: 2 * pr.limit}}
+		}},
+		{SlidingWindow(1, (1<<48)*time.Microsecond), func(pr params) []state {
+			return []state{{a: now / pr.w, b: 2, c: 2}}
+		}},
+	} {
+		pr, err := c.p.params()
+		if err != nil {
+			t.Fatalf("%+v: %v", c.p, err)
+		}
+		tab := &table{pr: pr}
+		tab.packing()
+		for _, s := range c.states(pr) {
+			var sh shard
+			sh.t.base = now
+			i := sh.t.insert(1, "k")
+			tab.put(&sh, i, s, 0)
+			if got := tab.take(&sh, i); got != s {
+				t.Errorf("%+v: put %+v, took %+v", c.p, s, got)
+			}
 		}
 	}
 }

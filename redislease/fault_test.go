@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/costwise/batcher/internal/redistest"
 	"github.com/costwise/batcher/lease"
 	"github.com/costwise/batcher/sharing"
 
@@ -59,9 +60,9 @@ func fastClient(addr string) *redis.Client {
 // while the server is away, without panicking, then provisions again and
 // wins its capacity back without a restart of the process.
 func TestServerRestartRecovery(t *testing.T) {
-	srv := startRedisServer(t)
+	srv := redistest.StartServer(t)
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	client := fastClient(srv.addr())
+	client := fastClient(srv.Addr())
 	defer client.Close()
 
 	const reserved, shared = 2, 10
@@ -84,13 +85,13 @@ func TestServerRestartRecovery(t *testing.T) {
 	})
 	created := log.count(lease.CreatedContainerEvent)
 
-	srv.kill()
+	srv.Kill()
 	watchFall(t, res, reserved, 6*time.Second)
 	eventually(t, 5*time.Second, "an error event about the dead server", func() bool {
 		return log.count(sharing.ErrorEvent) > 0
 	})
 
-	srv.start(t) // empty: no persistence
+	srv.Restart(t) // empty: no persistence
 	eventually(t, 15*time.Second, "full capacity on the restarted server", func() bool {
 		return res.Capacity() == reserved+shared
 	})
@@ -139,15 +140,15 @@ func watchFall(t *testing.T, res *sharing.Resource, reserved uint32, within time
 // Acquire fails with a ReplicationError and leaves the partition free.
 func TestReplicaAcks(t *testing.T) {
 	// Without the default 5 s delay the replica syncs at once.
-	primary := startRedisServer(t, "--repl-diskless-sync-delay", "0")
-	replica := startRedisServer(t, "--replicaof", "127.0.0.1", strconv.Itoa(primary.port))
-	replicaClient := fastClient(replica.addr())
+	primary := redistest.StartServer(t, "--repl-diskless-sync-delay", "0")
+	replica := redistest.StartServer(t, "--replicaof", "127.0.0.1", strconv.Itoa(primary.Port))
+	replicaClient := fastClient(replica.Addr())
 	defer replicaClient.Close()
 	eventually(t, 10*time.Second, "the replica's link to the primary", func() bool {
 		info, err := replicaClient.Info(context.Background(), "replication").Result()
 		return err == nil && strings.Contains(info, "master_link_status:up")
 	})
-	client := fastClient(primary.addr())
+	client := fastClient(primary.Addr())
 	defer client.Close()
 	// The replica reports its link up before the primary counts it online;
 	// WAIT only counts replicas the primary has online.
@@ -168,7 +169,7 @@ func TestReplicaAcks(t *testing.T) {
 		t.Fatal("Acquire by b of a's acknowledged lease did not conflict")
 	}
 
-	replica.kill()
+	replica.Kill()
 	err := m.Acquire(ctx, 1, "a", time.Minute)
 	repl, ok := errorsAsType[redislease.ReplicationError](err)
 	if !ok || repl.Partition != 1 || repl.Wanted != 1 || repl.Acked != 0 {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/costwise/batcher/internal/redistest"
 	"github.com/costwise/batcher/lease"
 
 	"github.com/costwise/batcher/leasetest"
@@ -71,7 +72,7 @@ func TestProvisionNamesTheResource(t *testing.T) {
 	m := redislease.New(c, prefix)
 	mustNil(t, m.Provision(ctxFor(t), 1, report))
 	mustNil(t, m.Provision(ctxFor(t), 1, report))
-	url := "redis://" + redisAddr() + "/{" + prefix + "}"
+	url := "redis://" + redistest.Addr() + "/{" + prefix + "}"
 	want := []string{lease.CreatedContainerEvent + " " + url, lease.VerifiedContainerEvent + " " + url}
 	if strings.Join(msgs, "|") != strings.Join(want, "|") {
 		t.Fatalf("container events %q, want %q", msgs, want)

@@ -1,10 +1,10 @@
 package redislease_test
 
 import (
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/costwise/batcher/internal/redistest"
 	"github.com/costwise/batcher/redislease"
 	"github.com/costwise/batcher/sharing"
 	"github.com/redis/go-redis/v9"
@@ -29,9 +29,9 @@ func TestStopWithFrozenServer(t *testing.T) {
 		{"client defaults", func(addr string) *redis.Options { return &redis.Options{Addr: addr} }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := startRedisServer(t)
+			srv := redistest.StartServer(t)
 			ignore := goleak.IgnoreCurrent()
-			client := redis.NewClient(tc.opts(srv.addr()))
+			client := redis.NewClient(tc.opts(srv.Addr()))
 			res := redislease.NewSharedResource(client, "frozen", 8).WithReservedCapacity(1).
 				WithLeaseDuration(3 * time.Second).WithMaxInterval(50)
 			ctx := ctxFor(t)
@@ -40,8 +40,8 @@ func TestStopWithFrozenServer(t *testing.T) {
 			res.GiveMe(9)
 			eventually(t, 5*time.Second, "full capacity", func() bool { return res.Capacity() == 9 })
 
-			mustNil(t, srv.cmd.Process.Signal(syscall.SIGSTOP))
-			defer func() { _ = srv.cmd.Process.Signal(syscall.SIGCONT) }()
+			srv.Freeze(t)
+			defer srv.Thaw(t)
 			start := time.Now()
 			res.Stop()
 			took := time.Since(start)

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/costwise/batcher/internal/redistest"
 	"github.com/costwise/batcher/redislease"
 	"github.com/costwise/batcher/sharing"
 	"go.uber.org/goleak"
@@ -17,9 +18,9 @@ import (
 // re-took free), and within 2 s of the server answering again at least
 // 90 % of the capacity is leased again at the store.
 func TestWipeNoOverUse(t *testing.T) {
-	srv := startRedisServer(t)
+	srv := redistest.StartServer(t)
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	client := fastClient(srv.addr())
+	client := fastClient(srv.Addr())
 	defer client.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -44,8 +45,8 @@ func TestWipeNoOverUse(t *testing.T) {
 	// Let the shares settle, so that each instance holds what it keeps.
 	time.Sleep(2 * time.Second)
 
-	srv.kill()
-	srv.start(t) // empty: no persistence
+	srv.Kill()
+	srv.Restart(t) // empty: no persistence
 	answered := time.Now()
 	var worst uint32
 	back90 := time.Duration(-1)

@@ -21,13 +21,16 @@ type Factory func(t *testing.T, clock limit.Clock, n int) []limit.Store
 
 // Run runs the conformance suite against the stores of f.
 func Run(t *testing.T, f Factory) {
-	t.Run("Steps", func(t *testing.T) { testSteps(t, f, false) })
-	t.Run("StepsAllowAll", func(t *testing.T) { testSteps(t, f, true) })
+	t.Run("Steps", func(t *testing.T) { testSteps(t, f, Tables(), false) })
+	t.Run("StepsAllowAll", func(t *testing.T) { testSteps(t, f, Tables(), true) })
+	t.Run("Bounds", func(t *testing.T) { testSteps(t, f, BoundTables(), false) })
+	t.Run("BoundsAllowAll", func(t *testing.T) { testSteps(t, f, BoundTables(), true) })
 	t.Run("RetryNeverEarly", func(t *testing.T) { testRetryNeverEarly(t, f) })
 	t.Run("FreshKeyBurst", func(t *testing.T) { testFreshKeyBurst(t, f) })
 	t.Run("AllowAll", func(t *testing.T) { testAllowAll(t, f) })
 	t.Run("AllowAllSameKey", func(t *testing.T) { testAllowAllSameKey(t, f) })
 	t.Run("CountAll", func(t *testing.T) { testCountAll(t, f) })
+	t.Run("FractionalCost", func(t *testing.T) { testFractionalCost(t, f) })
 	t.Run("Errors", func(t *testing.T) { testErrors(t, f) })
 	t.Run("Concurrent", func(t *testing.T) { testConcurrent(t, f) })
 	t.Run("ConcurrentAllowAll", func(t *testing.T) { testConcurrentAllowAll(t, f) })
@@ -50,9 +53,9 @@ func check(t *testing.T, where string, p limit.Policy, got, want limit.Decision)
 
 // testSteps runs the step tables, deciding with AllowN or, with all, with
 // AllowAll on a single request (stores may take other paths for it).
-func testSteps(t *testing.T, f Factory, all bool) {
+func testSteps(t *testing.T, f Factory, tables []Table, all bool) {
 	ctx := context.Background()
-	for _, tab := range Tables() {
+	for _, tab := range tables {
 		t.Run(tab.Name, func(t *testing.T) {
 			store, clock := one(t, f)
 			p := tab.Policy.Named("steps")
@@ -251,6 +254,30 @@ func testCountAll(t *testing.T, f Factory) {
 	d, _ := store.AllowN(ctx, "{x}", b, 0)
 	if d.Remaining != 2 {
 		t.Fatalf("b after three counts: %+v", d)
+	}
+}
+
+// testFractionalCost spends costs far below one unit of a scaled policy,
+// converted by limit.CostFromFloat: each is charged one unit, never
+// nothing, and a key is out once its units are spent.
+func testFractionalCost(t *testing.T, f Factory) {
+	ctx := context.Background()
+	store, _ := one(t, f)
+	for _, p := range policies() {
+		scaled, err := p.Scale(1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cost, err := limit.CostFromFloat(1e-7, 1000)
+		if err != nil || cost != 1 {
+			t.Fatalf("CostFromFloat(1e-7, 1000) = %d, %v; want 1 unit", cost, err)
+		}
+		for i := int64(1); i <= 200; i++ {
+			d, err := store.AllowN(ctx, "tiny", scaled, cost)
+			if err != nil || !d.Allowed || d.Remaining != scaled.Limit-i {
+				t.Fatalf("%s: cost %d of %d: %+v, %v; want %d remaining", p.Name, i, cost, d, err, scaled.Limit-i)
+			}
+		}
 	}
 }
 

@@ -19,7 +19,7 @@ import (
 func TestBatchedExact(t *testing.T) {
 	const burst, goroutines, calls = 7, 64, 8
 	ctx := context.Background()
-	c := connect(t, redisAddr())
+	c := connect(t)
 	s, err := redislimit.New(c, redislimit.Options{Prefix: testPrefix(t, c), MaxInFlight: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +63,7 @@ func TestBatchedExact(t *testing.T) {
 }
 
 func TestBatchOptions(t *testing.T) {
-	c := connect(t, redisAddr())
+	c := connect(t)
 	for _, o := range []redislimit.Options{{MaxInFlight: -1}, {MaxBatch: -1}} {
 		if _, err := redislimit.New(c, o); err == nil {
 			t.Errorf("%+v accepted", o)
@@ -74,7 +74,7 @@ func TestBatchOptions(t *testing.T) {
 // TestBatchedEndedContext checks that a call whose context has ended
 // spends nothing.
 func TestBatchedEndedContext(t *testing.T) {
-	c := connect(t, redisAddr())
+	c := connect(t)
 	s, err := redislimit.New(c, redislimit.Options{Prefix: testPrefix(t, c)})
 	if err != nil {
 		t.Fatal(err)

@@ -62,8 +62,15 @@
 // already holds a hash tag (a non-empty "{...}") is used as it is, so limits
 // on different keys that must be decided together can share a tag, for
 // example "{tenant-7}:alice" and "{tenant-7}" for a user and its tenant.
-// AllowAll on keys of different slots fails on a cluster with a
-// *CrossSlotError; a single server accepts any keys.
+// A key that is empty or starts with "}" or a backslash has no usable tag
+// in braces ("{}x}" is no tag to Redis), so its tag is a backslash and the
+// key's 64-bit FNV-1a hash in hex, followed by the key:
+//
+//	<prefix>{\<hash>}k:n:a
+//
+// Every policy of any key string thus shares one slot. AllowAll on keys of
+// different slots fails on a cluster with a *CrossSlotError; a single
+// server accepts any keys.
 //
 // A denied decision writes nothing. Every written key expires (PX) when its
 // state is back at rest, so Redis holds nothing for idle keys. Memory per

@@ -33,7 +33,7 @@ func ExampleNew() {
 }
 
 func TestExampleSteps(t *testing.T) {
-	c := connect(t, redisAddr())
+	c := connect(t)
 	store := serverStore(t, c)
 	perUser := limit.GCRA(limit.PerSecond(1), 3).Named("per-user")
 	var got []limit.Decision

@@ -14,7 +14,7 @@ import (
 // whose log grows with the decisions in its window.
 func TestMemoryPerKey(t *testing.T) {
 	ctx := context.Background()
-	c := connect(t, redisAddr())
+	c := connect(t)
 	// The store's default prefix, so that the key names are those of
 	// production; the test deletes its keys.
 	s, _ := redislimit.New(c, redislimit.Options{})

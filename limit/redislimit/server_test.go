@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/costwise/batcher/internal/redistest"
 	"github.com/costwise/batcher/limit"
 	"github.com/costwise/batcher/limit/redislimit"
 	"github.com/redis/go-redis/v9"
@@ -27,7 +28,7 @@ func serverStore(t *testing.T, c *redis.Client) *redislimit.Store {
 // nothing.
 func TestExpiryIsTimeToRest(t *testing.T) {
 	ctx := context.Background()
-	c := connect(t, redisAddr())
+	c := connect(t)
 	s := serverStore(t, c)
 	cases := []struct {
 		p        limit.Policy
@@ -92,7 +93,7 @@ func join(v []string) string {
 // server forgot it (SCRIPT FLUSH, as after a restart).
 func TestScriptReload(t *testing.T) {
 	ctx := context.Background()
-	c := connect(t, redisAddr())
+	c := connect(t)
 	s := serverStore(t, c)
 	p := limit.GCRA(limit.PerSecond(1), 2).Named("reload")
 	if d, err := s.AllowN(ctx, "k", p, 1); err != nil || !d.Allowed {
@@ -118,14 +119,14 @@ func TestServerTimeConcurrent(t *testing.T) {
 	var stores []*redislimit.Store
 	var prefix string
 	for i := 0; i < 4; i++ {
-		c := connect(t, redisAddr())
+		c := connect(t)
 		if i == 0 {
 			prefix = testPrefix(t, c)
 		}
 		s, _ := redislimit.New(c, redislimit.Options{Prefix: prefix})
 		stores = append(stores, s)
 	}
-	timer := connect(t, redisAddr())
+	timer := connect(t)
 	p := limit.TokenBucket(capacity, limit.PerSecond(rate)).Named("hot")
 	var admitted atomic.Int64
 	var failed atomic.Int64
@@ -183,8 +184,8 @@ func TestServerTimeConcurrent(t *testing.T) {
 // TestServerDown checks that a stopped server gives a *limit.StoreError
 // within the context's deadline, and that the failure policies decide.
 func TestServerDown(t *testing.T) {
-	srv := startServer(t)
-	c := redis.NewClient(&redis.Options{Addr: srv.addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	srv := redistest.StartServer(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 	defer c.Close()
 	s, _ := redislimit.New(c, redislimit.Options{})
 	p := limit.TokenBucket(4, limit.PerMinute(1)).Named("down")
@@ -192,7 +193,7 @@ func TestServerDown(t *testing.T) {
 	if d, err := s.AllowN(ctx, "k", p, 1); err != nil || !d.Allowed {
 		t.Fatalf("before the stop: %+v %v", d, err)
 	}
-	srv.kill()
+	srv.Kill()
 	_, err := s.AllowN(ctx, "k", p, 1)
 	if !errors.Is(err, limit.ErrStoreFailed) {
 		t.Fatalf("stopped server: %v", err)

@@ -104,9 +104,19 @@ func (s *Store) Key(key string, p limit.Policy) string {
 	var b strings.Builder
 	b.Grow(len(s.prefix) + len(key) + len(p.Name) + 24)
 	b.WriteString(s.prefix)
-	if hasTag(key) {
+	switch {
+	case hasTag(key):
 		b.WriteString(key)
-	} else {
+	case key == "" || key[0] == '}' || key[0] == '\\':
+		// Braced, the key would open with an empty tag ("{}x}"), which
+		// Redis ignores, hashing the whole name and so the policy too.
+		// Such keys get a tag of their own hash, marked by a backslash
+		// that no key braced as it is starts with.
+		b.WriteString("{\\")
+		writeHash(&b, key)
+		b.WriteByte('}')
+		b.WriteString(key)
+	default:
 		b.WriteByte('{')
 		b.WriteString(key)
 		b.WriteByte('}')
@@ -133,6 +143,18 @@ func hasTag(key string) bool {
 	}
 	j := strings.IndexByte(key[i+1:], '}')
 	return j > 0
+}
+
+// writeHash writes the 64-bit FNV-1a hash of key to b in 16 hex digits.
+func writeHash(b *strings.Builder, key string) {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(key); i++ {
+		h = (h ^ uint64(key[i])) * 1099511628211
+	}
+	const hex = "0123456789abcdef"
+	for shift := 60; shift >= 0; shift -= 4 {
+		b.WriteByte(hex[h>>uint(shift)&15])
+	}
 }
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 128); return &b }}

@@ -3,9 +3,12 @@ package redislimit_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"hash/fnv"
 	"testing"
 	"time"
 
+	"github.com/costwise/batcher/internal/redistest"
 	"github.com/costwise/batcher/limit"
 	"github.com/costwise/batcher/limit/limittest"
 	"github.com/costwise/batcher/limit/redislimit"
@@ -18,7 +21,7 @@ func singleFactory(t *testing.T, clock limit.Clock, n int) []limit.Store {
 	stores := make([]limit.Store, n)
 	var prefix string
 	for i := range stores {
-		c := connect(t, redisAddr())
+		c := connect(t)
 		if i == 0 {
 			prefix = testPrefix(t, c)
 		}
@@ -36,7 +39,7 @@ func TestConformanceSingleServer(t *testing.T) {
 }
 
 func TestConformanceCluster(t *testing.T) {
-	addrs := startCluster(t)
+	addrs := redistest.StartCluster(t, 3)
 	limittest.Run(t, func(t *testing.T, clock limit.Clock, n int) []limit.Store {
 		stores := make([]limit.Store, n)
 		var prefix string
@@ -84,9 +87,20 @@ func TestKeys(t *testing.T) {
 		"{}alice":       "limit:{{}alice}:per-user:gcra",
 		"a{b}c":         "limit:a{b}c:per-user:gcra",
 		"10.0.0.1/32{}": "limit:{10.0.0.1/32{}}:per-user:gcra",
+		"a}b":           "limit:{a}b}:per-user:gcra",
+		"}x":            "limit:{\\" + fnv64a("}x") + "}}x:per-user:gcra",
+		"":              "limit:{\\" + fnv64a("") + "}:per-user:gcra",
+		"\\a":           "limit:{\\" + fnv64a("\\a") + "}\\a:per-user:gcra",
 	} {
 		if got := s.Key(key, p); got != want {
 			t.Errorf("Key(%q) = %q, want %q", key, got, want)
 		}
 	}
+}
+
+// fnv64a is the 64-bit FNV-1a hash of s in 16 hex digits.
+func fnv64a(s string) string {
+	h := fnv.New64a()
+	h.Write([]byte(s))
+	return fmt.Sprintf("%016x", h.Sum64())
 }

@@ -18,6 +18,7 @@ import (
 	ratelimiterv1 "github.com/costwise/batcher/api/ratelimiter/v1"
 	"github.com/costwise/batcher/cmd/limiterd/internal/http1"
 	"github.com/costwise/batcher/envoyrl"
+	"github.com/costwise/batcher/limit"
 	"github.com/costwise/batcher/middleware/httplimit"
 )
 
@@ -65,9 +66,8 @@ func parseTokens(t float64) (int64, error) {
 	if t > maxTokens {
 		return 0, errors.New("tokens must be at most 1e12")
 	}
-	// Round to a millionth first so that 0.1 counts as 100, not 101.
-	micro := math.Round(t * tokenScale * 1000)
-	return int64(math.Ceil(micro / 1000)), nil
+	// Rounded up to a thousandth, so that a positive cost is never free.
+	return limit.CostFromFloat(t, tokenScale)
 }
 
 // httpServer serves the REST API. POST /limit and POST /json, the calls

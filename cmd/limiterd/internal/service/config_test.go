@@ -55,7 +55,7 @@ func TestRedisPasswordFromEnvironment(t *testing.T) {
 }
 
 func TestParseTokens(t *testing.T) {
-	for in, want := range map[float64]int64{0: 0, 1: 1000, 0.1: 100, 0.0015: 2, 2.5: 2500, 1e-9: 0} {
+	for in, want := range map[float64]int64{0: 0, 1: 1000, 0.1: 100, 0.0015: 2, 2.5: 2500, 1e-9: 1, 4.9e-7: 1, 1e-300: 1} {
 		got, err := parseTokens(in)
 		if err != nil || got != want {
 			t.Errorf("parseTokens(%v) = %d, %v; want %d", in, got, err, want)
