@@ -132,8 +132,9 @@ func (l *loop) release(ctx context.Context, partitions []int, why string) {
 }
 
 // renewDue renews the leases whose renewal time has come. A lease lost to
-// a conflict is dropped at once; one whose renewal failed otherwise is kept
-// (it may still be ours) and retried until it expires.
+// a conflict is dropped at once, unless it is still valid (see
+// refusedWhileValid); one whose renewal failed otherwise is kept (it may
+// still be ours) and retried until it expires.
 func (l *loop) renewDue(ctx context.Context, now time.Time) {
 	// A renewal round starts up to a twentieth of the lease early, at
 	// random, so the rounds of instances that acquired together drift apart
@@ -165,6 +166,8 @@ func (l *loop) renewDue(ctx context.Context, now time.Time) {
 			l.r.stats.renewals.Add(1)
 		case isMissing(res.err):
 			l.noteLoss()
+		case isConflict(res.err) && l.refusedWhileValid(res.partition):
+			l.noteLoss()
 		case isConflict(res.err):
 			l.forget(res.partition, "lease lost")
 		default:
@@ -172,6 +175,20 @@ func (l *loop) renewDue(ctx context.Context, now time.Time) {
 		}
 	}
 	l.publishView()
+}
+
+// refusedWhileValid reports whether the lease on p, whose renewal the store
+// refused, is still valid: then the store lost it, as readPartitions
+// reasons for a snapshot. No other instance can have been granted a lease
+// this instance still counts, so the refusal means the store no longer has
+// the lease (it restarted empty, or failed over to a replica without it),
+// and another instance that noticed the loss first has provisioned the
+// partitions again. Dropping the lease would leave the partition to the
+// hold that instance published, idle for a lease duration; keeping it and
+// treating the refusal as the loss it is re-takes it at once (see retake).
+func (l *loop) refusedWhileValid(p int) bool {
+	held, ok := l.table[p]
+	return ok && l.r.clock.Now().Before(held.validUntil)
 }
 
 // batch makes one call for several partitions to a lease.Manager that
@@ -243,10 +260,14 @@ func (l *loop) acquire(ctx context.Context, partitions []int) {
 			l.table[res.partition] = newHeldLease(res.sent, l.r.leaseDuration)
 			delete(l.uncertain, res.partition)
 		case isConflict(res.err):
+			// Another owner holds it: an earlier acquire whose outcome was
+			// unknown did not win it, or no longer holds it.
+			delete(l.uncertain, res.partition)
 			l.r.emitLoop(FailedEvent, res.partition, "", nil)
 		default:
 			// The store may have granted the lease before the call failed;
-			// Stop releases such partitions in case.
+			// the next listing acquires it again if it shows it leased
+			// (see unsure), and Stop releases such partitions in case.
 			l.uncertain[res.partition] = true
 			l.fail(ctx, fmt.Sprintf("acquire partition %d", res.partition), res.err)
 		}
@@ -268,15 +289,19 @@ func (l *loop) rebalance(ctx context.Context, wanted, count int, now time.Time) 
 	snap, err := l.r.mgr.Snapshot(cctx, count)
 	cancel()
 	l.lastList = now
-	moving := false // the quick pace below: the listing wait is bounded
-	defer func() { l.paceListings(listed, moving) }()
 	if l.r.stats.count(err) != nil {
+		// A listing that failed says nothing of how fast the store answers
+		// (a call to a frozen store ends at its timeout): the failure
+		// back-off paces the next try, so that a store that comes back is
+		// listed within about a second, not four timeouts later.
 		if isMissing(err) {
 			l.noteLoss()
 		}
 		l.fail(ctx, "snapshot", err)
 		return
 	}
+	moving := false // the quick pace below: the listing wait is bounded
+	defer func() { l.paceListings(listed, moving) }()
 	_, hold := snap.Demands[HoldOwner]
 	demands := make(map[string]uint32, len(snap.Demands)+1)
 	for o, d := range snap.Demands {
@@ -284,6 +309,7 @@ func (l *loop) rebalance(ctx context.Context, wanted, count int, now time.Time) 
 			demands[o] = d
 		}
 	}
+	l.keepLapsed(demands, now)
 	demands[l.r.owner] = uint32(wanted)
 	held := len(l.table)
 	moved := !maps.Equal(demands, l.demands)
@@ -308,6 +334,9 @@ func (l *loop) rebalance(ctx context.Context, wanted, count int, now time.Time) 
 	order := acquireOrder(l.r.owner, free, l.homeLo, l.homeHi)
 	if handover {
 		order = placesFirst(order, free, l.gainLo, l.gainHi)
+	}
+	if !hold && !l.wiped {
+		order = append(l.unsure(snap.Partitions), order...)
 	}
 	l.acquire(ctx, order[:min(max(target-len(l.table), 0), len(order))])
 	// Keep the quick pace while anything moves: this instance is short of
@@ -340,6 +369,36 @@ func (l *loop) rebalance(ctx context.Context, wanted, count int, now time.Time) 
 		l.listAt = now
 	}
 }
+
+// keepLapsed adds to demands, read from a snapshot at now, the demands of
+// the last snapshot whose records are gone, while the store is answering
+// again after an outage (see lapseGrace).
+func (l *loop) keepLapsed(demands map[string]uint32, now time.Time) {
+	if l.failures > 0 && !l.listedOK.IsZero() && now.Sub(l.listedOK) > l.r.leaseDuration/3 {
+		l.graceUntil = now.Add(lapseGrace * l.r.maxInterval)
+	}
+	l.listedOK = now
+	if !now.Before(l.graceUntil) {
+		return
+	}
+	for o, d := range l.demands {
+		if _, ok := demands[o]; !ok {
+			demands[o] = d
+		}
+	}
+}
+
+// lapseGrace is how long, in maxIntervals, an instance that lists again
+// after an outage keeps the demands that lapsed meanwhile. A record lives
+// one lease and is published again every third of one, so an outage longer
+// than that lets the records of every instance lapse together; the first
+// instance to list when the store answers again would find itself alone,
+// take every free partition, and give most of them back a listing later,
+// a fall of capacity after the recovery. The others retry on their back-off,
+// at most 2 x maxInterval apart, and publish their demand first thing, so
+// for that long a record that lapsed is more likely an instance not yet
+// back than one that is gone.
+const lapseGrace = 2
 
 // paceListings keeps the next listing at least listingSpacing times the
 // last one's duration after it: a store that answers listings slowly, as an
@@ -435,6 +494,25 @@ func (l *loop) retake(ctx context.Context) {
 			l.r.emitLoop(AllocatedEvent, res.partition, "", nil)
 		}
 	}
+}
+
+// unsure returns the partitions whose acquire had an unknown outcome that
+// states shows leased, in ascending order. The store may have granted such
+// an acquire after the call gave up on it (a go-redis call to a frozen
+// server times out, and the server runs it when it resumes): then this
+// instance holds the lease without counting it, and nobody can take the
+// partition until the lease runs out, a lease duration later. Acquiring it
+// again settles the outcome at once: every store grants an acquire to the
+// owner that holds the lease already (extending it) and refuses it to
+// anyone else.
+func (l *loop) unsure(states []lease.PartitionState) []int {
+	var out []int
+	for p, state := range states {
+		if state == lease.PartitionLeased && l.uncertain[p] && !hasPartition(l.table, p) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // hasPartition reports whether the table holds p.

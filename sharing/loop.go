@@ -13,25 +13,27 @@ import (
 // are the operations of the loop goroutine. It is
 // owned by the loop goroutine: only run and the methods it calls touch it.
 type loop struct {
-	r         *Resource
-	table     leaseTable
-	wanted    int       // partitions wanted at the last pass
-	published uint32    // demand last published; zero when none is live
-	heartbeat time.Time // when the demand must be published again
-	listAt    time.Time // when the next snapshot is due
-	lastList  time.Time // when the last snapshot was taken
-	share     int       // fair share computed from the last snapshot
-	homeLo    int       // home range [homeLo, homeHi) from the last snapshot
-	homeHi    int
-	peak      int               // highest demand lately, held by damp
-	peakUntil time.Time         // when a fall below peak may take effect
-	holdUntil time.Time         // when a held fall takes effect; zero if none
-	failures  int               // consecutive passes with a storage error
-	failed    bool              // a storage call failed in this pass
-	provision bool              // the store lost partitions; provision again
-	wiped     bool              // the store lost its leases: hold, re-take ours
-	uncertain map[int]bool      // acquires whose outcome is unknown
-	demands   map[string]uint32 // the demands seen at the last snapshot, own included
+	r          *Resource
+	table      leaseTable
+	wanted     int       // partitions wanted at the last pass
+	published  uint32    // demand last published; zero when none is live
+	heartbeat  time.Time // when the demand must be published again
+	listAt     time.Time // when the next snapshot is due
+	lastList   time.Time // when the last snapshot was taken
+	share      int       // fair share computed from the last snapshot
+	homeLo     int       // home range [homeLo, homeHi) from the last snapshot
+	homeHi     int
+	peak       int               // highest demand lately, held by damp
+	peakUntil  time.Time         // when a fall below peak may take effect
+	holdUntil  time.Time         // when a held fall takes effect; zero if none
+	failures   int               // consecutive passes with a storage error
+	failed     bool              // a storage call failed in this pass
+	provision  bool              // the store lost partitions; provision again
+	wiped      bool              // the store lost its leases: hold, re-take ours
+	uncertain  map[int]bool      // acquires whose outcome is unknown
+	demands    map[string]uint32 // the demands seen at the last snapshot, own included
+	listedOK   time.Time         // when the last snapshot that succeeded was read
+	graceUntil time.Time         // until then, demands that lapsed in an outage count (see keepLapsed)
 
 	// Rotation of the remainder partitions (see fairShares and rotate).
 	shares        map[string]int // every owner's share, as last computed

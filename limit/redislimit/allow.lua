@@ -22,6 +22,24 @@ local function idiv(a, b)
   return q
 end
 
+-- charge adds amt units spent at t to a token bucket (alg 1) or GCRA
+-- state: a lease of the state's ledger that ended (DESIGN-allowances.md).
+local function charge(alg, st, amt, t, n, p)
+  if alg == 1 then
+    t = math.max(t, st.b)
+    local d, el = st.a, t - st.b
+    if d <= 0 then d = 0 elseif el > 0 then
+      if el > idiv(d, n) then d = 0 else d = d - el * n end
+    end
+    st.a, st.b = d + amt * p, t
+  else
+    local diff, d = st.a - t, amt * p
+    if diff >= 0 then d = d + diff * n + st.b end
+    local q = idiv(d, n)
+    st.a, st.b = t + q, d - q * n
+  end
+end
+
 local server
 local vals = redis.call('MGET', unpack(KEYS))
 local states, order = {}, {}
@@ -44,11 +62,33 @@ for i = 1, #KEYS do
   local key = KEYS[i]
   local st = states[key]
   if not st then
-    st = {a = 0, b = 0}
+    st = {a = 0, b = 0, lent = 0, tail = '', last = 0}
     local v = vals[i]
     if v then
       local x, y = string.match(v, '^(%-?%d+) ?(%-?%d*)')
       st.a, st.b = tonumber(x), tonumber(y) or 0
+      -- A ledger of lent units (token bucket and GCRA): leases that ended
+      -- count as spent at their end; the live ones as debt that does not
+      -- drain. Charging depends only on the stored state and now, so a
+      -- denied decision need not write it.
+      local tail = string.match(v, ' L (.*)$')
+      if tail and (alg == 1 or alg == 2) then
+        local ledger, items = {}, {}
+        for h, amt, e, sq in string.gmatch(tail, '(%S+):(%d+):(%d+):(%d+)') do
+          ledger[#ledger + 1] = {h = h, amt = tonumber(amt), e = tonumber(e), s = sq}
+        end
+        table.sort(ledger, function(x, y) return x.e < y.e end)
+        for _, it in ipairs(ledger) do
+          if it.e <= now then
+            charge(alg, st, it.amt, it.e, n, p)
+          else
+            st.lent = st.lent + it.amt
+            st.last = math.max(st.last, it.e)
+            items[#items + 1] = string.format('%s:%d:%d:%s', it.h, it.amt, it.e, it.s)
+          end
+        end
+        if #items > 0 then st.tail = ' L ' .. table.concat(items, ' ') end
+      end
     end
     states[key] = st
   end
@@ -98,17 +138,18 @@ for i = 1, #KEYS do
         d = diff * n + b
       end
     end
-    local need = d + cost * p
+    local lent = st.lent * p
+    local need = d + lent + cost * p
     if cost > limit then
       reason = 2
     elseif need > cap and cost > 0 then
       reason, retry = 1, idiv(need - cap + n - 1, n)
     else
       allowed = 1
-      d = need
+      d = d + cost * p
     end
-    remaining = math.max(0, idiv(cap - d, p))
-    if d > 0 then reset = idiv(d + n - 1, n) end
+    remaining = math.max(0, idiv(cap - d - lent, p))
+    if d + lent > 0 then reset = idiv(d + lent + n - 1, n) end
     if allowed == 1 and cost > 0 then
       if alg == 1 then
         st.a, st.b = d, t
@@ -120,6 +161,10 @@ for i = 1, #KEYS do
         if frac == 0 then st.val = string.format('%d', now + q) else st.val = string.format('%d %d', now + q, frac) end
       end
       st.px = math.max(1, idiv(t - now + reset + 999, 1000)) + slack
+      if st.tail ~= '' then
+        st.val = st.val .. st.tail
+        st.px = math.max(st.px, idiv(st.last - now + reset + 999, 1000) + slack)
+      end
     end
   end
   if st.val and not st.queued then

@@ -50,7 +50,16 @@ local TB, GCRA, FIXED, ROLLING, SLIDING = 1, 2, 3, 4, 5
 local LIMITED, EXCEEDS, OTHER = 1, 2, 3
 
 if op == 4 then
-  for i = 1, #KEYS do redis.call('DEL', KEYS[i]) end
+  -- Units lent out (DESIGN-allowances.md) stay lent: the ledger is kept.
+  for i = 1, #KEYS do
+    local v = redis.call('GET', KEYS[i])
+    local tail = v and string.match(v, ' L (.*)$')
+    if tail then
+      redis.call('SET', KEYS[i], '0 0 L ' .. tail, 'KEEPTTL')
+    else
+      redis.call('DEL', KEYS[i])
+    end
+  end
   return ''
 end
 
@@ -79,9 +88,20 @@ local function load(r)
   else
     local v = redis.call('GET', r.key)
     local x = {0, 0, 0}
+    st.lent = 0
     if v then
+      -- A token bucket or GCRA state may end with a ledger of lent units
+      -- (DESIGN-allowances.md): " L holder:amount:lease_end:seq ...".
+      local base, tail = string.match(v, '^(.-) L (.*)$')
+      if not base then base = v end
       local i = 1
-      for f in string.gmatch(v, '%S+') do x[i] = tonumber(f); i = i + 1 end
+      for f in string.gmatch(base, '%S+') do x[i] = tonumber(f); i = i + 1 end
+      if tail then
+        st.ledger = {}
+        for h, amt, e, sq in string.gmatch(tail, '(%S+):(%d+):(%d+):(%d+)') do
+          st.ledger[#st.ledger + 1] = {h = h, amt = tonumber(amt), e = tonumber(e), s = tonumber(sq)}
+        end
+      end
     end
     st.a, st.b, st.c = x[1], x[2], x[3]
   end
@@ -103,6 +123,37 @@ local function gcra_debt(r, st)
   local lim = idiv(2 * r.cap, r.n) + 1
   if diff > lim then diff = lim end
   return diff * r.n + st.b
+end
+
+-- expire charges the leases of st's ledger that have ended as spent at
+-- their end, in order, and sums the live ones into st.lent. It depends only
+-- on the stored state and now, so a state not written after it loses
+-- nothing: the next load charges the same.
+local function expire(r, st)
+  if not st.ledger or st.expired then return end
+  st.expired = true
+  table.sort(st.ledger, function(x, y) return x.e < y.e end)
+  local live = {}
+  for _, it in ipairs(st.ledger) do
+    if it.e <= now then
+      local t = it.e
+      if r.alg == TB then
+        t = math.max(t, st.b)
+        st.a, st.b = drain(st.a, st.b, t, r.n) + it.amt * r.p, t
+      else
+        local diff = st.a - t
+        local d = it.amt * r.p
+        if diff >= 0 then d = d + diff * r.n + st.b end
+        local q = idiv(d, r.n)
+        st.a, st.b = t + q, d - q * r.n
+      end
+      st.changed = true
+    else
+      live[#live + 1] = it
+      st.lent = st.lent + it.amt
+    end
+  end
+  st.ledger = live
 end
 
 -- bucket decides cost on debt d; returns the decision and the new debt.
@@ -227,13 +278,17 @@ end
 local function decide(r, cost, count)
   local st = load(r)
   if r.alg == TB then
+    expire(r, st)
     local t = math.max(now, st.b)
-    local dec, nd = bucket(r, drain(st.a, st.b, t, r.n), cost)
-    if dec[1] == 1 and cost > 0 then st.a, st.b, st.changed = nd, t, true end
+    local lent = st.lent * r.p
+    local dec, nd = bucket(r, drain(st.a, st.b, t, r.n) + lent, cost)
+    if dec[1] == 1 and cost > 0 then st.a, st.b, st.changed = nd - lent, t, true end
     return dec
   elseif r.alg == GCRA then
-    local dec, nd = bucket(r, gcra_debt(r, st), cost)
-    if dec[1] == 1 and cost > 0 then set_gcra(r, st, nd); st.changed = true end
+    expire(r, st)
+    local lent = st.lent * r.p
+    local dec, nd = bucket(r, gcra_debt(r, st) + lent, cost)
+    if dec[1] == 1 and cost > 0 then set_gcra(r, st, nd - lent); st.changed = true end
     return dec
   elseif r.alg == FIXED then
     return fixed(r, st, cost, count)
@@ -274,7 +329,19 @@ local function write(st)
     redis.call('PEXPIRE', r.key, ttl(r, st))
     return
   end
-  local v
+  local v, us = nil, 0
+  if st.ledger and #st.ledger > 0 then
+    -- Every lease may yet be charged at its end: keep the key until that
+    -- charge has drained too.
+    local items, last = {}, now
+    for _, it in ipairs(st.ledger) do
+      items[#items + 1] = string.format('%s:%d:%d:%d', it.h, it.amt, it.e, it.s)
+      if it.e > last then last = it.e end
+    end
+    st.tail = ' L ' .. table.concat(items, ' ')
+    us = last - now + cdiv(st.a + st.lent * r.p, r.n)
+    if r.alg == GCRA then us = last - now + cdiv(math.max(0, st.a - now) * r.n + st.lent * r.p, r.n) end
+  end
   if r.alg == SLIDING then
     v = string.format('%d %d %d', st.a, st.b, st.c)
   elseif r.alg == GCRA and st.b == 0 then
@@ -282,24 +349,27 @@ local function write(st)
   else
     v = string.format('%d %d', st.a, st.b)
   end
-  redis.call('SET', r.key, v, 'PX', ttl(r, st))
+  if st.tail then v = v .. st.tail end
+  redis.call('SET', r.key, v, 'PX', math.max(ttl(r, st), cdiv(us, 1000) + slack))
 end
 
 local function settle(r, delta)
   local st = load(r)
   delta = math.max(-2 * r.limit, math.min(delta, 2 * r.limit))
   if r.alg == TB then
+    expire(r, st)
     local t = math.max(now, st.b)
     local d = math.max(0, math.min(drain(st.a, st.b, t, r.n) + delta * r.p, 2 * r.cap))
     st.a, st.b = d, t
-    if d == 0 then redis.call('DEL', r.key) else write(st) end
-    local dec = bucket(r, d, 0)
+    if d == 0 and not st.ledger then redis.call('DEL', r.key) else write(st) end
+    local dec = bucket(r, d + st.lent * r.p, 0)
     return dec
   elseif r.alg == GCRA then
+    expire(r, st)
     local d = math.max(0, math.min(gcra_debt(r, st) + delta * r.p, 2 * r.cap))
     set_gcra(r, st, d)
-    if d == 0 then redis.call('DEL', r.key) else write(st) end
-    return bucket(r, d, 0)
+    if d == 0 and not st.ledger then redis.call('DEL', r.key) else write(st) end
+    return bucket(r, d + st.lent * r.p, 0)
   elseif r.alg == FIXED then
     local id = math.max(idiv(now, r.w), st.a)
     local n = st.b

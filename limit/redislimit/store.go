@@ -50,6 +50,19 @@ type Options struct {
 	// MaxBatch caps the AllowN calls one batch carries; 1 sends every call
 	// on its own. Default 256.
 	MaxBatch int
+	// LocalAllowance lets a token bucket or GCRA key decided often at this
+	// store spend from units taken out of its Redis state in one call, which
+	// records them as lent, so that the sum admitted across stores never
+	// exceeds the limit (DESIGN-allowances.md). Experimental; off by
+	// default. Every store sharing the prefix must run a version that
+	// reads lent units (this one or later). Call Close to give the units
+	// back when the store is done.
+	LocalAllowance bool
+	// AllowanceLease bounds how long units stay lent without a renewal.
+	// Default 500ms.
+	AllowanceLease time.Duration
+	// MaxAllowances caps the keys with an allowance at once. Default 4096.
+	MaxAllowances int
 }
 
 // Store is a limit.Store on Redis: a single server, Sentinel or a cluster
@@ -58,7 +71,8 @@ type Store struct {
 	client redis.Scripter
 	prefix string
 	clock  limit.Clock
-	batch  *batcher // nil on a cluster, a ring, or with MaxBatch 1
+	batch  *batcher    // nil on a cluster, a ring, or with MaxBatch 1
+	lent   *allowances // nil unless Options.LocalAllowance
 }
 
 // New returns a store on client.
@@ -78,7 +92,17 @@ func New(client redis.Scripter, opts Options) (*Store, error) {
 	if opts.MaxBatch < 0 {
 		return nil, &limit.OptionError{Option: "MaxBatch", Reason: "must not be negative"}
 	}
+	if opts.AllowanceLease < 0 || (opts.AllowanceLease > 0 && opts.AllowanceLease < 10*time.Millisecond) {
+		return nil, &limit.OptionError{Option: "AllowanceLease", Reason: "must be 0 (default) or at least 10ms"}
+	}
+	if opts.MaxAllowances < 0 {
+		return nil, &limit.OptionError{Option: "MaxAllowances", Reason: "must not be negative"}
+	}
 	s := &Store{client: client, prefix: opts.Prefix, clock: opts.Clock}
+	if opts.LocalAllowance {
+		s.lent = newAllowances(s, cmp.Or(opts.AllowanceLease, defaultAllowanceLease),
+			cmp.Or(opts.MaxAllowances, defaultMaxAllowances))
+	}
 	if opts.MaxBatch != 1 && batchable(client) {
 		s.batch = &batcher{s: s, maxInFlight: cmp.Or(opts.MaxInFlight, defaultMaxInFlight),
 			maxBatch: cmp.Or(opts.MaxBatch, defaultMaxBatch)}
@@ -209,16 +233,16 @@ var replyPool = sync.Pool{New: func() any { return &reply{done: make(chan struct
 // the client waits for a free connection sends nothing either; once the
 // command is written it cannot be recalled: the server applies it when it
 // reads it, whether or not the caller is still there.
-func (s *Store) send(ctx context.Context, sc *redis.Script, keys []string, args string) (string, error) {
+func (s *Store) send(ctx context.Context, sc *redis.Script, keys []string, args ...any) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
 	if ctx.Done() == nil { // a context that never ends: nothing to bound
-		return sc.Run(ctx, s.client, keys, args).Text()
+		return sc.Run(ctx, s.client, keys, args...).Text()
 	}
 	r := replyPool.Get().(*reply)
 	go func() {
-		r.res, r.err = sc.Run(ctx, s.client, keys, args).Text()
+		r.res, r.err = sc.Run(ctx, s.client, keys, args...).Text()
 		r.done <- struct{}{}
 	}()
 	select {
@@ -290,7 +314,16 @@ func (s *Store) AllowN(ctx context.Context, key string, p limit.Policy, cost int
 	var buf [1]limit.Decision
 	reqs := [1]limit.Request{{Key: key, Policy: p, Cost: cost}}
 	switch p.Algorithm {
-	case limit.TokenBucketAlgorithm, limit.GCRAAlgorithm, limit.FixedWindowAlgorithm:
+	case limit.TokenBucketAlgorithm, limit.GCRAAlgorithm:
+		if s.lent != nil && cost >= 0 && p.Validate() == nil {
+			if r := s.lent.get(s.Key(key, p), key, p); r != nil {
+				if dec, ok := s.lent.decide(ctx, r, cost); ok {
+					return dec, nil
+				}
+			}
+		}
+		return s.allowFast(ctx, reqs[0])
+	case limit.FixedWindowAlgorithm:
 		return s.allowFast(ctx, reqs[0])
 	}
 	out, err := s.run(ctx, opAllow, "allow", reqs[:], buf[:0])
@@ -305,6 +338,9 @@ func (s *Store) AllowAll(ctx context.Context, reqs []limit.Request, out []limit.
 	if len(reqs) == 0 {
 		return out, nil
 	}
+	if err := s.dropAllowances(ctx, reqs); err != nil {
+		return out, err
+	}
 	return s.run(ctx, opAllow, "allow all", reqs, out)
 }
 
@@ -313,6 +349,9 @@ func (s *Store) CountAll(ctx context.Context, reqs []limit.Request, out []limit.
 	if len(reqs) == 0 {
 		return out, nil
 	}
+	if err := s.dropAllowances(ctx, reqs); err != nil {
+		return out, err
+	}
 	return s.run(ctx, opCount, "count all", reqs, out)
 }
 
@@ -320,6 +359,9 @@ func (s *Store) CountAll(ctx context.Context, reqs []limit.Request, out []limit.
 func (s *Store) Settle(ctx context.Context, key string, p limit.Policy, delta int64) (limit.Decision, error) {
 	var buf [1]limit.Decision
 	reqs := [1]limit.Request{{Key: key, Policy: p, Cost: delta}}
+	if err := s.dropAllowances(ctx, reqs[:]); err != nil {
+		return limit.Decision{}, err
+	}
 	out, err := s.run(ctx, opSettle, "settle", reqs[:], buf[:0])
 	if err != nil || len(out) == 0 {
 		return limit.Decision{}, err
@@ -330,8 +372,42 @@ func (s *Store) Settle(ctx context.Context, key string, p limit.Policy, delta in
 
 // Reset deletes key's state under p.
 func (s *Store) Reset(ctx context.Context, key string, p limit.Policy) error {
-	_, err := s.run(ctx, opReset, "reset", []limit.Request{{Key: key, Policy: p}}, nil)
+	reqs := []limit.Request{{Key: key, Policy: p}}
+	if err := s.dropAllowances(ctx, reqs); err != nil {
+		return err
+	}
+	_, err := s.run(ctx, opReset, "reset", reqs, nil)
 	return err
+}
+
+// dropAllowances gives back this store's allowances on the keys of reqs,
+// so that the one-trip decision on them that follows sees the Redis state
+// alone: AllowAll stays atomic, Settle and Reset act on the shared state.
+func (s *Store) dropAllowances(ctx context.Context, reqs []limit.Request) error {
+	if s.lent == nil {
+		return nil
+	}
+	for _, r := range reqs {
+		if r.Policy.Algorithm != limit.TokenBucketAlgorithm && r.Policy.Algorithm != limit.GCRAAlgorithm {
+			continue
+		}
+		if err := s.lent.drop(ctx, s.Key(r.Key, r.Policy)); err != nil {
+			return err // already classified by lend
+		}
+	}
+	return nil
+}
+
+// Close gives back every unit this store holds under Options.LocalAllowance
+// and stops its background work; decisions after Close take the one-trip
+// path. Without LocalAllowance it does nothing. Units it could not give
+// back (ctx ended, Redis unreachable) count as spent when their lease ends.
+// It does not close the client.
+func (s *Store) Close(ctx context.Context) error {
+	if s.lent == nil {
+		return nil
+	}
+	return s.lent.close(ctx)
 }
 
 var _ limit.Store = (*Store)(nil)

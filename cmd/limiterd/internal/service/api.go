@@ -79,6 +79,10 @@ func (s *server) httpServer() *http1.Server {
 	json := envoyrl.JSONHandler(s.envoy)
 	envoyJSON := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer s.metrics.observe("json", time.Now())
+		if s.cfg.OnStoreFailure == "fail_open" {
+			ctx, _ := withFailOpenMark(r.Context(), w.Header())
+			r = r.WithContext(ctx)
+		}
 		json.ServeHTTP(w, r)
 	})
 	mux := http.NewServeMux()
@@ -160,6 +164,9 @@ func (s *server) handleLimit(w http.ResponseWriter, r *http.Request) {
 		httplimit.WriteProblem(w, httplimit.Unavailable(time.Second))
 		return
 	}
+	if v.Result == "failed_open" {
+		w.Header().Set(FailOpenHeader, "true")
+	}
 	httplimit.WriteHeaders(w.Header(), s.headers, time.Now(), httplimit.Status{
 		Policy:     s.cfg.UseAlgo,
 		Limit:      v.Limit / tokenScale,
@@ -230,6 +237,9 @@ func (a *allowServer) Allow(ctx context.Context, in *ratelimiterv1.AllowRequest)
 	if v.Unavailable {
 		return nil, status.Error(codes.Unavailable, "store unavailable")
 	}
+	if v.Result == "failed_open" {
+		setFailOpenTrailer(ctx)
+	}
 	return &ratelimiterv1.AllowResponse{Allowed: v.Allowed, RetryAfter: durationpb.New(v.RetryAfter)}, nil
 }
 
@@ -246,9 +256,16 @@ type envoyGRPC struct {
 
 func (e envoyGRPC) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	defer e.s.metrics.observe("envoy", time.Now())
-	resp, err := envoyrl.GRPCServer{Service: e.s.envoy}.ShouldRateLimit(ctx, req)
-	if err != nil && status.Code(err) == codes.Unavailable && e.s.cfg.OnStoreFailure == "fail_open" {
-		return failOpen(req), nil
+	if e.s.cfg.OnStoreFailure != "fail_open" {
+		return envoyrl.GRPCServer{Service: e.s.envoy}.ShouldRateLimit(ctx, req)
+	}
+	mctx, mark := withFailOpenMark(ctx, nil)
+	resp, err := envoyrl.GRPCServer{Service: e.s.envoy}.ShouldRateLimit(mctx, req)
+	if err != nil && status.Code(err) == codes.Unavailable {
+		resp, err, mark.failed = failOpen(req), nil, true
+	}
+	if mark.failed {
+		markEnvoyFailOpen(ctx, resp)
 	}
 	return resp, err
 }

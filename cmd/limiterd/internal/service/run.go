@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/costwise/batcher/envoyrl"
 )
 
@@ -79,6 +81,7 @@ func newFlagSet(v *flagValues, c *Config, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.GRPCServer, "grpc-server", c.GRPCServer, "gRPC server: lean (limiterd's own, unary calls over h2c) or grpc-go")
 	fs.StringVar(&v.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&v.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.Bool("version", false, "print the version and the commit limiterd was built from, and exit")
 	fs.DurationVar(&c.RulesInterval, "rules-interval", c.RulesInterval, "how often the rule directory is checked for changes")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "the longest a graceful stop waits for in-flight calls")
 	addLimitFlags(fs, c)
@@ -211,7 +214,15 @@ func ExitCode(err error) int {
 // ends, and returns the exit status: 0 after a graceful stop, 1 when a
 // server fails or cannot listen, 2 for bad flags or configuration. A
 // refused command line or configuration is one line on stderr.
+//
+// --version prints Version on stderr and returns 0. Main hands go-redis's
+// log to cfg.Log (redis.SetLogger): the logger is global to the process,
+// so the last Main started logs every client's lines.
 func Main(ctx context.Context, args []string, stderr io.Writer) int {
+	if versionRequested(args) {
+		fmt.Fprintln(stderr, Version())
+		return 0
+	}
 	cfg, err := ParseFlags(args, stderr)
 	if err != nil {
 		if !errors.Is(err, flag.ErrHelp) {
@@ -219,6 +230,7 @@ func Main(ctx context.Context, args []string, stderr io.Writer) int {
 		}
 		return 2
 	}
+	redis.SetLogger(redisLogger{cfg.Log})
 	err = Run(ctx, cfg)
 	var se *ServeError
 	if err != nil && !errors.As(err, &se) {

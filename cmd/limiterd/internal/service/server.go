@@ -152,6 +152,11 @@ func (s *server) envoyFallback(primary envoyrl.Store) (envoyrl.Store, error) {
 		s.metrics.memoryKeys("envoy_fallback", func() float64 { return float64(mem.Len()) })
 		local = mem
 	}
+	if mode == envoyrl.FailOpen {
+		// Decided as FailOpen decides, through a stand-in that marks the
+		// answer (see failOpenStore).
+		mode, local = envoyrl.FailFallback, failOpenStore{}
+	}
 	return envoyrl.WithFailurePolicy(primary, envoyrl.FailureOptions{
 		Mode:      mode,
 		Fallback:  local,

@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
@@ -47,7 +48,9 @@ func (c *conn) handle(st *stream) {
 		}
 		return nil
 	}
-	resp, err := st.method.handler(st.method.impl, st.ctx, dec, nil)
+	cs := &callStream{path: st.path}
+	resp, err := st.method.handler(st.method.impl, grpc.NewContextWithServerTransportStream(st.ctx, cs), dec, nil)
+	st.trailer = cs.trailer
 	if err != nil {
 		s, ok := status.FromError(err)
 		if !ok {
@@ -123,6 +126,7 @@ func (c *conn) writeResponse(st *stream, msg mem.BufferSlice) {
 	if ok {
 		c.hbuf.Reset()
 		_ = c.henc.WriteField(hpack.HeaderField{Name: "grpc-status", Value: "0"})
+		c.appendTrailerLocked(st.trailer)
 		c.writeBlockLocked(st.id, true)
 		c.endStreamLocked(st)
 	}
@@ -135,6 +139,7 @@ func (c *conn) writeStatus(st *stream, s *status.Status) {
 		return
 	}
 	c.appendStatusLocked(s)
+	c.appendTrailerLocked(st.trailer)
 	c.writeBlockLocked(st.id, true)
 	c.endStreamLocked(st)
 	c.endAnswerLocked()

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
 
@@ -54,6 +55,10 @@ type stream struct {
 	httpStatus int            // with failure: answer as HTTP, not gRPC (not a gRPC request)
 	head       bool           // a HEAD request: an answer without a body
 	early      bool           // answered before its request ends: the rest is discarded
+
+	// The worker running the call only: trailers its handler set
+	// (grpc.SetTrailer), sent with the status.
+	trailer metadata.MD
 
 	// Guarded by c.mu.
 	sendWindow  int64

@@ -34,7 +34,9 @@
 // One length-prefixed message each way for unary methods; the grpc-timeout
 // header as the call's deadline; answers ending in trailers with
 // grpc-status and grpc-message (and grpc-status-details-bin when the
-// status has details). A call refused at its headers (unknown method,
+// status has details), followed by the trailers a unary handler set with
+// grpc.SetTrailer (grpc.SetHeader and grpc.SendHeader return an error: a
+// unary answer's metadata goes in its trailers). A call refused at its headers (unknown method,
 // compressed, malformed grpc-timeout) or at its message's length prefix
 // (larger than MaxRecvMsgSize) is answered at once, before its request
 // ends, and the rest of its request is discarded: a client that means to
@@ -84,5 +86,6 @@
 // Compression (a compressed request is answered Unimplemented or Internal,
 // as grpc-go answers one it cannot decompress), interceptors, stats
 // handlers, TLS, the call's metadata and peer in the handler's context,
-// and headers or trailers set by a streaming handler (dropped).
+// response headers set by any handler, and trailers set by a streaming
+// handler (dropped).
 package unarygrpc

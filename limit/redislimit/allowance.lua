@@ -1,0 +1,173 @@
+-- Lends allowances out of one key's token bucket or GCRA state (see
+-- DESIGN-allowances.md, section 2.4). Not yet used by the store's decisions.
+--
+-- KEYS[1] is the state key. ARGV[1] is one string of integers:
+--   op alg limit n p w now seq used spent_at want lease
+-- op: 1 take or renew, 2 return. alg: 1 token bucket, 2 gcra. now: µs, or
+-- -1 for the server's TIME. seq: the holder's lease (0: none). used: units
+-- spent under it since the last report; spent_at: a time at or after the
+-- last of those spends (-1: now). want: units asked for. lease: µs.
+-- ARGV[2] is the holder's id (no spaces or colons).
+--
+-- The state is "<a> <b>" as in limit.lua, followed, while anything is lent,
+-- by " L" and one "holder:amount:lease_end:seq" item per lease. Every lent
+-- unit counts as debt that does not drain until it is reported spent
+-- (charged at min(now, spent_at)), returned (removed) or its lease ends
+-- (charged at the lease end).
+--
+-- The answer: "granted seq lease_us holders retry_us remaining reset_us now".
+
+local TB = 1
+
+local function idiv(a, b)
+  local q = math.floor(a / b)
+  while q * b > a do q = q - 1 end
+  while (q + 1) * b <= a do q = q + 1 end
+  return q
+end
+
+local function cdiv(a, b)
+  if a <= 0 then return 0 end
+  return idiv(a + b - 1, b)
+end
+
+local spec = {}
+for x in string.gmatch(ARGV[1], '%S+') do spec[#spec + 1] = tonumber(x) end
+local op, alg, limit, n, p = spec[1], spec[2], spec[3], spec[4], spec[5]
+local now, seq, used, spent_at, want, lease = spec[7], spec[8], spec[9], spec[10], spec[11], spec[12]
+local holder = ARGV[2]
+local cap = limit * p
+local slack = 3600000
+if now < 0 then
+  local t = redis.call('TIME')
+  now, slack = tonumber(t[1]) * 1000000 + tonumber(t[2]), 0
+end
+
+-- Load the state and its ledger.
+local a, b = 0, 0
+local ledger = {}
+local v = redis.call('GET', KEYS[1])
+if v then
+  local base, tail = string.match(v, '^(.-) L(.*)$')
+  if not base then base = v end
+  local x, y = string.match(base, '^(%-?%d+) ?(%-?%d*)')
+  a, b = tonumber(x), tonumber(y) or 0
+  if tail then
+    for h, amt, e, s in string.gmatch(tail, '(%S+):(%d+):(%d+):(%d+)') do
+      ledger[#ledger + 1] = {h = h, amt = tonumber(amt), e = tonumber(e), s = tonumber(s)}
+    end
+  end
+end
+
+-- debt returns the state's own debt (units) at t >= its time.
+local function debt(t)
+  if alg == TB then
+    if a <= 0 then return 0 end
+    local el = t - b
+    if el <= 0 then return a end
+    if el > idiv(a, n) then return 0 end
+    return a - el * n
+  end
+  local diff = a - t
+  if diff < 0 then return 0 end
+  return diff * n + b
+end
+
+-- charge adds u units spent at t (never before the state's own time).
+local function charge(u, t)
+  if u <= 0 then return end
+  if alg == TB then
+    t = math.max(t, b)
+    a, b = debt(t) + u * p, t
+  else
+    local d = debt(t) + u * p
+    local q = idiv(d, n)
+    a, b = t + q, d - q * n
+  end
+end
+
+-- Leases that have ended count as spent at their end, in order.
+table.sort(ledger, function(x, y) return x.e < y.e end)
+local live = {}
+for _, it in ipairs(ledger) do
+  if it.e <= now then charge(it.amt, it.e) else live[#live + 1] = it end
+end
+ledger = live
+
+-- The holder's own lease, if seq matches: charge its report.
+local mine
+for _, it in ipairs(ledger) do
+  if it.h == holder and it.s == seq and seq > 0 then mine = it end
+end
+if mine then
+  local u = math.min(used, mine.amt)
+  local t = now
+  if spent_at >= 0 and spent_at < now then t = spent_at end
+  charge(u, t)
+  mine.amt = mine.amt - u
+  if op == 2 then mine.amt = 0 end
+end
+
+local lent = 0
+for _, it in ipairs(ledger) do lent = lent + it.amt end
+
+local d = debt(now)
+local granted, retry, newseq, lease_us = 0, 0, 0, 0
+if op == 1 and want > 0 then
+  local avail = cap - d - lent * p
+  if avail > 0 then granted = math.min(want, idiv(avail, p)) end
+  if granted < want then
+    local w = want - granted
+    if w > limit then w = 1 end
+    retry = cdiv(d + (lent + granted + w) * p - cap, n)
+  end
+  if granted > 0 or (mine and mine.amt > 0) then
+    if not mine then
+      mine = {h = holder, amt = 0}
+      ledger[#ledger + 1] = mine
+    end
+    newseq = now
+    for _, it in ipairs(ledger) do
+      if it ~= mine and it.s >= newseq then newseq = it.s + 1 end
+    end
+    if mine.s and mine.s >= newseq then newseq = mine.s + 1 end
+    mine.amt, mine.e, mine.s = mine.amt + granted, now + lease, newseq
+    lent = lent + granted
+    lease_us = lease
+  end
+end
+
+-- Write back: the state, then the live leases.
+local items, holders, last_end = {}, 0, now
+for _, it in ipairs(ledger) do
+  if it.amt > 0 then
+    items[#items + 1] = string.format('%s:%d:%d:%d', it.h, it.amt, it.e, it.s)
+    holders = holders + 1
+    if it.e > last_end then last_end = it.e end
+  end
+end
+local base
+if alg == TB then
+  base = string.format('%d %d', a, b)
+elseif b == 0 then
+  base = string.format('%d', a)
+else
+  base = string.format('%d %d', a, b)
+end
+local rest
+if alg == TB then rest = b - now + cdiv(a, n) else rest = a - now + 1 end
+if #items > 0 then
+  base = base .. ' L ' .. table.concat(items, ' ')
+  -- Every lease may yet be charged at its end: keep the key until that
+  -- charge has drained too.
+  rest = math.max(rest, last_end - now + cdiv(d + lent * p, n))
+end
+if rest <= 0 and #items == 0 then
+  redis.call('DEL', KEYS[1])
+else
+  redis.call('SET', KEYS[1], base, 'PX', math.max(1, cdiv(rest, 1000)) + slack)
+end
+
+local remaining = math.max(0, idiv(cap - d - lent * p, p))
+return string.format('%d %d %d %d %d %d %d %d', granted, newseq, lease_us, holders, retry,
+  remaining, cdiv(d + lent * p, n), now)

@@ -1,0 +1,156 @@
+package redislimit_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/costwise/batcher/limit"
+	"github.com/costwise/batcher/limit/limittest"
+	"github.com/costwise/batcher/limit/redislimit"
+)
+
+// allowanceStores returns n stores with local allowances on n clients of
+// the test server, closed at cleanup.
+func allowanceStores(t *testing.T, clock limit.Clock, n int) []*redislimit.Store {
+	t.Helper()
+	out := make([]*redislimit.Store, n)
+	var prefix string
+	for i := range out {
+		c := connect(t)
+		if i == 0 {
+			prefix = testPrefix(t, c)
+		}
+		s, err := redislimit.New(c, redislimit.Options{Prefix: prefix, Clock: clock, LocalAllowance: true,
+			AllowanceLease: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close(context.Background()) })
+		out[i] = s
+	}
+	return out
+}
+
+// admit decides cost 1 on key from every store with callers goroutines each,
+// decisions times per goroutine, and returns how many were allowed.
+func admit(t *testing.T, stores []*redislimit.Store, p limit.Policy, callers, decisions int) int64 {
+	t.Helper()
+	var allowed atomic.Int64
+	var wg sync.WaitGroup
+	errc := make(chan error, len(stores)*callers)
+	for _, s := range stores {
+		for range callers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range decisions {
+					dec, err := s.AllowN(context.Background(), "hot", p, 1)
+					if err != nil {
+						errc <- err
+						return
+					}
+					if dec.Allowed {
+						allowed.Add(1)
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		t.Fatal(err)
+	}
+	return allowed.Load()
+}
+
+// drainRest spends what is left of the key on the one-trip path.
+func drainRest(t *testing.T, s *redislimit.Store, p limit.Policy) int64 {
+	t.Helper()
+	n := int64(0)
+	for {
+		dec, err := s.AllowAll(context.Background(), []limit.Request{{Key: "hot", Policy: p, Cost: 1}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !dec[0].Allowed {
+			return n
+		}
+		n++
+	}
+}
+
+// TestAllowanceExactAcrossStores: three stores decide one hot key
+// concurrently, most decisions from their allowances; with a clock that
+// does not move (nothing refills), they never admit more than the limit in
+// all, and once they are closed nothing is lost: everything not admitted
+// is back in Redis.
+func TestAllowanceExactAcrossStores(t *testing.T) {
+	for _, p := range []limit.Policy{
+		limit.TokenBucket(500, limit.PerHour(1)).Named("tb"),
+		limit.GCRA(limit.PerHour(1), 500).Named("gcra"),
+	} {
+		t.Run(p.Name, func(t *testing.T) {
+			stores := allowanceStores(t, limittest.NewClock(time.Unix(1_700_000_000, 0)), 3)
+			got := admit(t, stores, p, 8, 40) // 960 decisions on a limit of 500
+			if got > p.Limit {
+				t.Fatalf("admitted %d across 3 stores, over the limit %d", got, p.Limit)
+			}
+			// Units still held are lent, not lost: after Close they are back.
+			for _, s := range stores {
+				if err := s.Close(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if rest := drainRest(t, stores[0], p); got+rest != p.Limit {
+				t.Fatalf("admitted %d, %d left after Close: %d lost", got, rest, p.Limit-got-rest)
+			}
+		})
+	}
+}
+
+// TestAllowanceDeadStoreLosesItsAllowance: a store that stops without
+// giving its units back (a dead process) loses exactly what it held
+// unspent, once its lease ends; nothing is admitted twice.
+func TestAllowanceDeadStoreLosesItsAllowance(t *testing.T) {
+	p := limit.TokenBucket(500, limit.PerHour(1)).Named("tb")
+	clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
+	stores := allowanceStores(t, clock, 3)
+	got := admit(t, stores[:1], p, 1, 10) // store 0 takes an allowance
+	got += admit(t, stores, p, 4, 30)
+	held := stores[0].KillForTest()
+	if held == 0 {
+		t.Fatal("the dead store held nothing: the test needs it to hold units")
+	}
+	// The live stores give their units back; the dead store's stay lent
+	// until its lease ends.
+	for _, s := range stores[1:] {
+		if err := s.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := drainRest(t, stores[1], p)
+	clock.Advance(2 * time.Second) // past the lease; an hour's refill is 0 units here
+	after := drainRest(t, stores[1], p)
+	if lost := p.Limit - got - before - after; lost != held {
+		t.Fatalf("admitted %d+%d+%d of %d: lost %d, want exactly the %d units the dead store held",
+			got, before, after, p.Limit, lost, held)
+	}
+}
+
+func TestAllowanceOptions(t *testing.T) {
+	c := connect(t)
+	if _, err := redislimit.New(c, redislimit.Options{LocalAllowance: true, AllowanceLease: time.Millisecond}); err == nil {
+		t.Fatal("a lease of 1ms was accepted")
+	}
+	s, err := redislimit.New(c, redislimit.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatalf("Close without allowances: %v", err)
+	}
+}

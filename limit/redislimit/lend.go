@@ -1,0 +1,80 @@
+package redislimit
+
+import (
+	"context"
+	_ "embed"
+	"strconv"
+	"time"
+
+	"github.com/costwise/batcher/limit"
+	"github.com/redis/go-redis/v9"
+)
+
+// The allowance script lends units out of a key's shared state to one
+// holder (DESIGN-allowances.md). The store's decisions do not use it yet:
+// this is the script's contract and its Go call, tested on their own.
+
+//go:embed allowance.lua
+var allowanceSource string
+
+var allowanceScript = redis.NewScript(allowanceSource)
+
+// Allowance script operations.
+const (
+	lendTake   = 1 // take or renew
+	lendReturn = 2
+)
+
+// lendRequest is one call of the allowance script by holder on key under
+// policy.
+type lendRequest struct {
+	op      int
+	holder  string
+	seq     int64 // the lease the holder believes it has; 0 for none
+	used    int64 // units spent under seq since the last report
+	spentAt int64 // server µs at or after the last of those spends; -1 for now
+	want    int64 // units asked for
+	lease   time.Duration
+}
+
+// lendResult is the script's answer.
+type lendResult struct {
+	granted   int64
+	seq       int64 // the holder's lease after the call; 0 for none
+	lease     time.Duration
+	holders   int64 // live leases on the key, the holder's included
+	retry     time.Duration
+	remaining int64
+	reset     time.Duration
+	now       int64 // the server's time of the call, µs
+}
+
+// lend runs the allowance script for r on key under p: token bucket and
+// GCRA only.
+func (s *Store) lend(ctx context.Context, key string, p limit.Policy, r lendRequest) (lendResult, error) {
+	u, err := units(p)
+	if err != nil {
+		return lendResult{}, err
+	}
+	if p.Algorithm != limit.TokenBucketAlgorithm && p.Algorithm != limit.GCRAAlgorithm {
+		return lendResult{}, &limit.PolicyError{Policy: p.Name, Field: "algorithm", Reason: "allowances hold only the token bucket and GCRA for now"}
+	}
+	b := make([]byte, 0, 96)
+	for _, x := range [...]int64{int64(r.op), u.alg, u.limit, u.n, u.p, u.w, s.now(), r.seq, r.used,
+		r.spentAt, r.want, int64(r.lease / time.Microsecond)} {
+		b = strconv.AppendInt(b, x, 10)
+		b = append(b, ' ')
+	}
+	k := s.Key(key, p)
+	res, err := s.send(ctx, allowanceScript, []string{k}, string(b), r.holder)
+	if err != nil {
+		return lendResult{}, s.failure(ctx, "lend", []string{k}, err)
+	}
+	var v [8]int64
+	if _, err := parseInts(res, v[:]); err != nil {
+		return lendResult{}, err
+	}
+	return lendResult{granted: v[0], seq: v[1], lease: time.Duration(v[2]) * time.Microsecond, holders: v[3],
+		retry: time.Duration(v[4]) * time.Microsecond, remaining: v[5],
+		reset: time.Duration(v[6]) * time.Microsecond, now: v[7]}, nil
+}
