@@ -34,8 +34,9 @@
 //
 // # Server defaults
 //
-// Both gRPC servers, grpc-go's and the lean one, get the same values, and
-// both serve server reflection and grpc.health.v1.
+// Both gRPC servers, grpc-go's and the lean one, get the same values (but
+// for the header list, below), and both serve server reflection and
+// grpc.health.v1.
 //
 //	setting                           default  flag / field                                  effect
 //	REST read header timeout          5 s      --read-header-timeout / servers.read_header_timeout    connection closed
@@ -50,7 +51,8 @@
 //	                                           servers.grpc_max_connection_idle
 //	gRPC handshake timeout            10 s     --grpc-handshake-timeout /                             connection closed
 //	                                           servers.grpc_handshake_timeout
-//	gRPC header list                  16 KiB   --max-header-bytes / limits.max_header_bytes           stream refused
+//	gRPC header list (lean server)    16 KiB   --max-header-bytes / limits.max_header_bytes           stream refused
+//	                                           (grpc-go keeps its own 16 MiB: set, it breaks h2spec 4.3, 5.5, 6.2)
 //	gRPC receive message              4 MiB    --grpc-max-recv-msg-bytes                              ResourceExhausted
 //
 // The /metrics and --debug-addr servers have the REST timeouts (pprof's

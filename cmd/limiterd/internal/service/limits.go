@@ -22,9 +22,10 @@ type Limits struct {
 	MaxDescriptorEntries int64 `yaml:"max_descriptor_entries"`
 	// MaxBodyBytes bounds a REST request's body: 413. Default 65,536.
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
-	// MaxHeaderBytes bounds a request's header: on REST 431; on gRPC the
-	// HTTP/2 header list (names, values and 32 bytes a field) is refused
-	// with RST_STREAM or ResourceExhausted. Default 16,384.
+	// MaxHeaderBytes bounds a request's header: on REST 431; on the lean
+	// gRPC server the HTTP/2 header list (names, values and 32 bytes a
+	// field) is refused with RST_STREAM or ResourceExhausted (grpc-go's
+	// server keeps its own bound). Default 16,384.
 	MaxHeaderBytes int64 `yaml:"max_header_bytes"`
 	// MaxMetricSeries bounds the label sets of limiterd_decisions_total:
 	// past it, new rule labels are counted under "other". Domains are

@@ -223,11 +223,14 @@ type grpcServer interface {
 func (s *server) grpcServer() grpcServer {
 	c := s.cfg.Servers
 	if s.cfg.GRPCServer == GRPCServerGo {
+		// grpc-go's MaxHeaderListSize is left at its default: set, it
+		// stops its server from refusing malformed header blocks (h2spec
+		// 4.3, 5.5 and 6.2 fail), so max_header_bytes bounds the lean
+		// server's header list only.
 		g := grpc.NewServer(
 			grpc.NumStreamWorkers(streamWorkers), grpc.ForceServerCodecV2(envoyrl.Codec{}),
 			grpc.MaxConcurrentStreams(uint32(c.GRPCMaxConcurrentStreams)),
 			grpc.MaxRecvMsgSize(int(c.GRPCMaxRecvMsgBytes)),
-			grpc.MaxHeaderListSize(uint32(s.cfg.Limits.MaxHeaderBytes)),
 			grpc.ConnectionTimeout(c.GRPCHandshakeTimeout),
 			grpc.KeepaliveEnforcementPolicy(keepalivePolicy(c)),
 			grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: c.GRPCMaxConnectionIdle}),
