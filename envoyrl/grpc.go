@@ -51,7 +51,8 @@ const maxJSONBody = 1 << 20
 // JSONHandler serves envoyproxy/ratelimit's /json endpoint: the body is a
 // RateLimitRequest in protobuf JSON, the answer its RateLimitResponse, with
 // status 200 when OK and 429 when OVER_LIMIT; 400 for a body that is not a
-// request or that the service refuses, 503 when the store fails.
+// request or that the service refuses, 413 for a body over 1 MiB or over
+// an http.MaxBytesReader put around it, 503 when the store fails.
 func JSONHandler(s *Service) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
@@ -64,7 +65,12 @@ func JSONHandler(s *Service) http.Handler {
 		body, err := readBody(http.MaxBytesReader(w, r.Body, maxJSONBody), (*bp)[:0], r.ContentLength)
 		*bp = body
 		if err != nil {
-			http.Error(w, "reading body: "+err.Error(), http.StatusBadRequest)
+			code := http.StatusBadRequest
+			var tooLarge *http.MaxBytesError
+			if errors.As(err, &tooLarge) {
+				code = http.StatusRequestEntityTooLarge
+			}
+			http.Error(w, "reading body: "+err.Error(), code)
 			return
 		}
 		var req rlsv3.RateLimitRequest

@@ -1,6 +1,7 @@
 package envoyrl
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -146,7 +147,10 @@ func Parse(files []File) (*Rules, error) {
 	return r, nil
 }
 
-// decodeFile checks a file's keys and leaf types, then decodes it.
+// decodeFile decodes a file, then checks its keys and leaf types. The
+// decoder's own bound on aliases acts first, so that a file of nested
+// aliases (a few kilobytes that expand to billions of nodes) is refused
+// before the check walks it; the check has a bound of its own besides.
 func decodeFile(f File) (*yamlRoot, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(f.Content, &doc); err != nil {
@@ -156,18 +160,35 @@ func decodeFile(f File) (*yamlRoot, error) {
 	if len(doc.Content) == 0 {
 		return &root, nil
 	}
-	if err := checkKeys(doc.Content[0]); err != nil {
+	// A *yaml.TypeError is reported after the keys are checked, as
+	// envoyproxy/ratelimit orders them; any other error (excessive
+	// aliasing) at once.
+	decodeErr := doc.Content[0].Decode(&root)
+	var te *yaml.TypeError
+	if decodeErr != nil && !errors.As(decodeErr, &te) {
+		return nil, &ConfigError{f.Name, "error loading config file: " + decodeErr.Error()}
+	}
+	w := keyWalk{budget: maxCheckedNodes}
+	if err := w.checkKeys(doc.Content[0]); err != nil {
 		return nil, &ConfigError{f.Name, err.Error()}
 	}
-	if err := doc.Content[0].Decode(&root); err != nil {
-		return nil, &ConfigError{f.Name, "error loading config file: " + err.Error()}
+	if decodeErr != nil {
+		return nil, &ConfigError{f.Name, "error loading config file: " + decodeErr.Error()}
 	}
 	return &root, nil
 }
 
+// maxCheckedNodes bounds the nodes the key check visits, aliases
+// expanded: far more than any rule file has, far fewer than a file of
+// nested aliases expands to.
+const maxCheckedNodes = 1 << 20
+
+// keyWalk checks a file's keys within a budget of nodes.
+type keyWalk struct{ budget int }
+
 // checkKeys walks a mapping: every key must be known, lists must hold
 // mappings, leaves must be strings, integers, booleans or null.
-func checkKeys(m *yaml.Node) error {
+func (w *keyWalk) checkKeys(m *yaml.Node) error {
 	if m.Kind != yaml.MappingNode {
 		return fmt.Errorf("config error, file is not a map of keys")
 	}
@@ -179,26 +200,29 @@ func checkKeys(m *yaml.Node) error {
 		if !validKeys[k.Value] {
 			return fmt.Errorf("config error, unknown key '%s'", k.Value)
 		}
-		if err := checkValue(v); err != nil {
+		if err := w.checkValue(v); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func checkValue(v *yaml.Node) error {
+func (w *keyWalk) checkValue(v *yaml.Node) error {
+	if w.budget--; w.budget < 0 {
+		return fmt.Errorf("config error, more than %d nodes with aliases expanded", maxCheckedNodes)
+	}
 	switch v.Kind {
 	case yaml.SequenceNode:
 		for _, e := range v.Content {
 			if e.Kind != yaml.MappingNode {
 				return fmt.Errorf("config error, yaml file contains list of type other than map: %v", e.Value)
 			}
-			if err := checkKeys(e); err != nil {
+			if err := w.checkKeys(e); err != nil {
 				return err
 			}
 		}
 	case yaml.MappingNode:
-		return checkKeys(v)
+		return w.checkKeys(v)
 	case yaml.ScalarNode:
 		switch v.Tag {
 		case "!!str", "!!int", "!!bool", "!!null":
@@ -206,14 +230,13 @@ func checkValue(v *yaml.Node) error {
 			return fmt.Errorf("error checking config")
 		}
 	case yaml.AliasNode:
-		return checkValue(v.Alias)
+		return w.checkValue(v.Alias)
 	default:
 		return fmt.Errorf("error checking config")
 	}
 	return nil
 }
 
-// load adds descriptors under n; parentKey is the rule path so far.
 func (n *node) load(file, parentKey string, descriptors []yamlDescriptor) error {
 	for _, dc := range descriptors {
 		if dc.Key == "" {

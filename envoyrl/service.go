@@ -68,6 +68,14 @@ type Options struct {
 	Now func() time.Time
 	// Observer receives decisions; none by default.
 	Observer Observer
+	// MaxDescriptors bounds the descriptors of a request, and
+	// MaxDescriptorEntries the entries of a descriptor; a request with
+	// more is refused with ErrBadRequest. Zero means no bound.
+	MaxDescriptors, MaxDescriptorEntries int
+	// MaxKeyBytes bounds a descriptor's domain, entry keys and values
+	// together, what its counter key is made of; a longer one is refused
+	// with ErrBadRequest. Zero means no bound.
+	MaxKeyBytes int
 }
 
 // ErrBadRequest marks a request the service refuses: an empty domain, no
@@ -130,6 +138,9 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	if len(req.GetDescriptors()) == 0 {
 		return nil, fmt.Errorf("%w: rate limit descriptor list must not be empty", ErrBadRequest)
 	}
+	if err := s.checkSize(req); err != nil {
+		return nil, err
+	}
 	now := s.opts.Now()
 	decisions, counters, err := s.plan(req, now.Unix())
 	if err != nil {
@@ -151,6 +162,30 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		}
 	}
 	return s.respond(req, decisions, counters, now.Unix()), nil
+}
+
+// checkSize refuses a request past the bounds of Options.
+func (s *Service) checkSize(req *rlsv3.RateLimitRequest) error {
+	o := &s.opts
+	if o.MaxDescriptors > 0 && len(req.Descriptors) > o.MaxDescriptors {
+		return fmt.Errorf("%w: %d descriptors, more than %d", ErrBadRequest, len(req.Descriptors), o.MaxDescriptors)
+	}
+	for i, d := range req.Descriptors {
+		if o.MaxDescriptorEntries > 0 && len(d.GetEntries()) > o.MaxDescriptorEntries {
+			return fmt.Errorf("%w: descriptor %d: %d entries, more than %d", ErrBadRequest, i, len(d.GetEntries()), o.MaxDescriptorEntries)
+		}
+		if o.MaxKeyBytes <= 0 {
+			continue
+		}
+		n := len(req.Domain)
+		for _, e := range d.GetEntries() {
+			n += len(e.GetKey()) + len(e.GetValue()) + 2
+		}
+		if n > o.MaxKeyBytes {
+			return fmt.Errorf("%w: descriptor %d: key of %d bytes, longer than %d", ErrBadRequest, i, n, o.MaxKeyBytes)
+		}
+	}
+	return nil
 }
 
 // plan matches every descriptor, applies replaces, and lists the counters.

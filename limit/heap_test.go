@@ -20,9 +20,9 @@ func heapAlloc() int64 {
 
 // BenchmarkMemoryHeapPerKey reports the heap held per active key (the
 // slot and its share of the table's free space, which swings with how
-// full the shards' tables are; not the key's bytes, which the caller's
-// string already holds) and per key once every key is back at rest and
-// Cleanup has run, for every algorithm at several key counts:
+// full the shards' tables are, and the store's copy of the key) and per
+// key once every key is back at rest and Cleanup has run, for every
+// algorithm at several key counts:
 //
 //	go test -run '^$' -bench MemoryHeapPerKey -benchtime 1x ./limit
 func BenchmarkMemoryHeapPerKey(b *testing.B) {
@@ -52,5 +52,31 @@ func BenchmarkMemoryHeapPerKey(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// TestStoredKeysAreCopies: the store holds its own copy of a key, so that a
+// key cut from a large string (a request's whole header) does not keep
+// that string alive: 200 keys cut from strings of 64 KiB hold far less
+// than 200 * 64 KiB once the strings are gone.
+func TestStoredKeysAreCopies(t *testing.T) {
+	const n, size = 200, 64 << 10
+	for _, p := range []limit.Policy{limit.GCRA(limit.PerSecond(10), 10), limit.RollingWindow(10, time.Second)} {
+		t.Run(string(p.Algorithm), func(t *testing.T) {
+			m, _ := limit.NewMemory(limit.MemoryOptions{Clock: limittest.NewClock(limittest.Epoch)})
+			before := heapAlloc()
+			for i := range n {
+				big := strconv.Itoa(i) + "-" + string(make([]byte, size))
+				key := big[:len(strconv.Itoa(i))+1]
+				if _, err := m.AllowN(context.Background(), key, p, 1); err != nil {
+					t.Fatal(err)
+				}
+			}
+			held := heapAlloc() - before
+			runtime.KeepAlive(m)
+			if held > n*size/8 {
+				t.Fatalf("%d keys hold %d bytes: the store keeps the strings they were cut from", n, held)
+			}
+		})
 	}
 }

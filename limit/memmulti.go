@@ -1,6 +1,9 @@
 package limit
 
-import "context"
+import (
+	"context"
+	"strings"
+)
 
 // pending is one (table, key) touched by a decision on several limits: its
 // state as the requests before it in the decision left it.
@@ -209,7 +212,7 @@ func (m *Memory) commit(ps []pending, now int64) error {
 				if !p.isNew {
 					m.keys.Add(1)
 				}
-				p.sh.logs[p.key] = p.log
+				p.sh.logs[strings.Clone(p.key)] = p.log // a copy, as slots.insert keeps
 				p.sh.peak = max(p.sh.peak, len(p.sh.logs))
 			}
 			p.log.push(p.log.now(now), p.extra)
@@ -273,7 +276,7 @@ func (m *Memory) settleRolling(t *table, sh *shard, key string, now, delta int64
 			return refusal(t.pr.limit), err
 		}
 		l = &rollingLog{}
-		sh.logs[key] = l
+		sh.logs[strings.Clone(key)] = l // a copy, as slots.insert keeps
 		sh.peak = max(sh.peak, len(sh.logs))
 	}
 	dec := t.pr.settleRolling(l, now, delta)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"hash/maphash"
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -315,7 +316,7 @@ func (m *Memory) allowRolling(t *table, sh *shard, key string, now, cost int64) 
 			return refusal(t.pr.limit), err
 		}
 		l = &rollingLog{}
-		sh.logs[key] = l
+		sh.logs[strings.Clone(key)] = l // a copy, as slots.insert keeps
 		sh.peak = max(sh.peak, len(sh.logs))
 	}
 	dec := t.pr.decideRolling(l, now, cost, 0, true)

@@ -2,6 +2,7 @@ package limit
 
 import (
 	"math"
+	"strings"
 	"sync/atomic"
 )
 
@@ -93,7 +94,9 @@ func (t *slots) find(h uint64, key string) int { return find(t.s, h, key) }
 func (t *slots) live(i int) bool { return t.s[i].tag&1 != 0 }
 
 // insert adds key, which must be absent, and returns its index. The slot's
-// word is frozen: the caller stores the key's state.
+// word is frozen: the caller stores the key's state. The slot holds a copy
+// of key, so that a key cut from a larger string (a request's header)
+// does not keep that string alive.
 func (t *slots) insert(h uint64, key string) int {
 	// Up to 7/8 full, tombstones included: linear probing then still
 	// finds a key in a few probes on average, and a table holds 46 to 91
@@ -113,7 +116,7 @@ func (t *slots) insert(h uint64, key string) int {
 		i = (i + 1) & mask
 	}
 	sl := &t.s[i]
-	sl.key, t.bc[i] = key, 0
+	sl.key, t.bc[i] = strings.Clone(key), 0
 	atomic.StoreUint32(&sl.used, 0)
 	atomic.StoreInt64(&sl.a, frozen)
 	atomic.StoreUint32(&sl.tag, tag)

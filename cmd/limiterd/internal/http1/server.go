@@ -71,16 +71,22 @@ type Server struct {
 	// and is net/http's ReadHeaderTimeout on handed-off connections. Zero
 	// means none.
 	ReadHeaderTimeout time.Duration
+	// ReadTimeout is net/http's ReadTimeout on handed-off connections: it
+	// bounds the reading of a whole request, body included, which may be
+	// chunked or large there. Zero means none. (On the fast path,
+	// ReadHeaderTimeout already bounds the whole request.)
+	ReadTimeout time.Duration
 	// IdleTimeout bounds the wait for the next request on a keep-alive
 	// connection, on the fast path and in net/http. Zero means none.
 	IdleTimeout time.Duration
 	// WriteTimeout bounds each write of answers on the fast path, so that
-	// a client that stops reading cannot hold a connection. Zero means
-	// none.
+	// a client that stops reading cannot hold a connection, and is
+	// net/http's WriteTimeout on handed-off connections. Zero means none.
 	WriteTimeout time.Duration
 	// MaxHeaderBytes bounds the request line and header served on the fast
-	// path (default 8 KiB); larger ones are handed off to net/http, whose
-	// own limit is its default.
+	// path (default 8 KiB); larger ones are handed off to net/http, which
+	// answers 431 past the same limit when it is set (net/http's default,
+	// 1 MiB, when it is not).
 	MaxHeaderBytes int
 	// MaxBodyBytes bounds the body served on the fast path (default
 	// 64 KiB); larger ones are handed off.
@@ -125,7 +131,10 @@ func (s *Server) start() {
 		s.inner = &http.Server{
 			Handler:           s.Handler,
 			ReadHeaderTimeout: s.ReadHeaderTimeout,
+			ReadTimeout:       s.ReadTimeout,
+			WriteTimeout:      s.WriteTimeout,
 			IdleTimeout:       s.IdleTimeout,
+			MaxHeaderBytes:    s.MaxHeaderBytes,
 			ErrorLog:          s.ErrorLog,
 		}
 		s.wg.Add(2)
@@ -205,7 +214,9 @@ func (s *Server) Serve(ln net.Listener) error {
 			// accepted: wait a little and go on, as net/http does.
 			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
 			s.logAcceptError(err, backoff)
-			time.Sleep(backoff)
+			if !s.sleep(backoff) {
+				return http.ErrServerClosed
+			}
 			continue
 		}
 		backoff = 0
@@ -219,6 +230,19 @@ func (s *Server) Serve(ln net.Listener) error {
 		s.conns[c] = struct{}{}
 		s.mu.Unlock()
 		go c.serve()
+	}
+}
+
+// sleep waits d, or until the server closes; it reports whether it waited
+// the whole d.
+func (s *Server) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-s.handoff.done:
+		return false
 	}
 }
 

@@ -89,17 +89,36 @@ func (s *server) httpServer() *http1.Server {
 	mux.Handle("POST /limit", limit)
 	mux.HandleFunc("GET /health", s.handleHealth)
 	mux.Handle("POST /json", envoyJSON)
+	c, maxBody := s.cfg.Servers, s.cfg.Limits.MaxBodyBytes
 	return &http1.Server{
-		Handler: mux,
+		Handler: bodyLimit(mux, maxBody),
 		Routes: []http1.Route{
 			{Method: http.MethodPost, Path: "/json", Handler: envoyJSON},
 			{Method: http.MethodPost, Path: "/limit", Handler: limit},
 		},
-		ReadHeaderTimeout: 5 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		WriteTimeout:      10 * time.Second,
-		MaxBodyBytes:      64 << 10,
+		ReadHeaderTimeout: c.ReadHeaderTimeout,
+		ReadTimeout:       c.ReadTimeout,
+		IdleTimeout:       c.IdleTimeout,
+		WriteTimeout:      c.WriteTimeout,
+		MaxHeaderBytes:    int(s.cfg.Limits.MaxHeaderBytes),
+		// The fast path serves bodies up to the limit and hands larger
+		// ones to net/http, where bodyLimit refuses them.
+		MaxBodyBytes: int(maxBody),
 	}
+}
+
+// bodyLimit refuses, with 413, a request whose declared body is larger
+// than max, and cuts a chunked one at max (its handler's read then fails).
+func bodyLimit(h http.Handler, max int64) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > max {
+			w.Header().Set("Connection", "close")
+			http.Error(w, "request body larger than "+strconv.FormatInt(max, 10)+" bytes", http.StatusRequestEntityTooLarge)
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, max)
+		h.ServeHTTP(w, r)
+	})
 }
 
 // limitBody is the JSON body of an allowed POST /limit.
@@ -115,6 +134,10 @@ func (s *server) handleLimit(w http.ResponseWriter, r *http.Request) {
 	key := r.Header.Get("X-Client-Key")
 	if key == "" {
 		http.Error(w, "missing X-Client-Key header", http.StatusBadRequest)
+		return
+	}
+	if max := s.cfg.Limits.MaxKeyBytes; int64(len(key)) > max {
+		http.Error(w, "X-Client-Key longer than "+strconv.FormatInt(max, 10)+" bytes", http.StatusBadRequest)
 		return
 	}
 	milli := int64(tokenScale)
@@ -185,13 +208,17 @@ type allowServer struct {
 }
 
 // Allow implements ratelimiter.v1: tokens 0 means 1; InvalidArgument for an
-// empty key or a negative or non-finite cost; Unavailable when the store is
+// empty key, one longer than limits.max_key_bytes, or a negative or
+// non-finite cost; Unavailable when the store is
 // down and the policy is fail_closed.
 func (a *allowServer) Allow(ctx context.Context, in *ratelimiterv1.AllowRequest) (*ratelimiterv1.AllowResponse, error) {
 	s := a.s
 	defer s.metrics.observe("grpc", time.Now())
 	if in.GetKey() == "" {
 		return nil, status.Error(codes.InvalidArgument, "key must not be empty")
+	}
+	if max := s.cfg.Limits.MaxKeyBytes; int64(len(in.GetKey())) > max {
+		return nil, status.Errorf(codes.InvalidArgument, "key longer than %d bytes", max)
 	}
 	tokens := in.GetTokens()
 	if tokens == 0 {

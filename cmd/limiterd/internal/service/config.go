@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 )
@@ -40,6 +41,10 @@ type Config struct {
 	Envoy Envoy `yaml:"envoy"`
 	// Addition: TLS and mutual TLS on the gRPC port.
 	GRPCTLS GRPCTLS `yaml:"grpc_tls"`
+	// Addition: bounds on what a caller may send or make limiterd hold.
+	Limits Limits `yaml:"limits"`
+	// Addition: the servers' timeouts and gRPC settings.
+	Servers Servers `yaml:"servers"`
 
 	// Command holds the settings of the command line, which a file does
 	// not set.
@@ -160,6 +165,8 @@ func defaultConfig() Config {
 		Replicas:       1,
 		Headers:        "draft",
 		Envoy:          Envoy{XDS: defaultXDS()},
+		Limits:         defaultLimits(),
+		Servers:        defaultServers(),
 		Command:        defaultCommand(),
 	}
 }
@@ -225,6 +232,7 @@ const (
 	kindInt    = "an integer"
 	kindBool   = "true or false"
 	kindList   = "a list of strings"
+	kindDur    = "a duration such as 5s or 2m"
 )
 
 // configSchema is every key a file may have, with its kind or, for
@@ -258,6 +266,16 @@ var configSchema = map[string]any{
 	},
 	"grpc_tls": map[string]any{
 		"cert_file": kindString, "key_file": kindString, "client_ca_file": kindString, "client_san": kindString,
+	},
+	"limits": map[string]any{
+		"max_key_bytes": kindInt, "max_descriptors": kindInt, "max_descriptor_entries": kindInt,
+		"max_body_bytes": kindInt, "max_header_bytes": kindInt, "max_metric_series": kindInt,
+	},
+	"servers": map[string]any{
+		"read_header_timeout": kindDur, "read_timeout": kindDur, "write_timeout": kindDur,
+		"idle_timeout": kindDur, "grpc_max_concurrent_streams": kindInt, "grpc_max_recv_msg_bytes": kindInt,
+		"grpc_keepalive_min_time": kindDur, "grpc_max_connection_idle": kindDur,
+		"grpc_handshake_timeout": kindDur,
 	},
 }
 
@@ -329,6 +347,9 @@ func kindMatches(v *yaml.Node, kind string) bool {
 		return v.Tag == "!!int"
 	case kindBool:
 		return v.Tag == "!!bool"
+	case kindDur:
+		_, err := time.ParseDuration(v.Value)
+		return v.Tag == "!!str" && err == nil
 	}
 	return v.Tag == "!!str" || v.Tag == "!!int" || v.Tag == "!!float" // a string may look like a number
 }
@@ -341,7 +362,7 @@ func (c *Config) errField(field, format string, args ...any) error {
 // Validate checks the values: the algorithm and the parameters it needs
 // (present and positive), the store and its backend's settings.
 func (c *Config) Validate() error {
-	return firstError(c.validateAlgo, c.validateStore, c.validateOthers, c.validateGRPCTLS, c.validateXDS)
+	return firstError(c.validateAlgo, c.validateStore, c.validateOthers, c.validateRanges, c.validateGRPCTLS, c.validateXDS)
 }
 
 func firstError(fns ...func() error) error {

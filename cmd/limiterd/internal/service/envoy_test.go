@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -161,5 +163,49 @@ func TestRuleReload(t *testing.T) {
 	_, m := p.get("http://" + p.metrics + "/metrics")
 	if !strings.Contains(m, `limiterd_rule_reloads_total{result="failure"} 1`) || !strings.Contains(m, `limiterd_rule_reloads_total{result="success"} 2`) {
 		t.Fatalf("reload metrics:\n%s", grepLines(m, "reloads"))
+	}
+}
+
+// TestRuleReloadUnreadable: a rule directory that cannot be read, because
+// a file is a dangling symlink or the directory is gone, is a failed
+// reload in rule_reloads_total, counted once per failure, and the last
+// good rules stay.
+func TestRuleReloadUnreadable(t *testing.T) {
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "rules")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, dir, "gw.yaml", envoyRules)
+	p := start(t, "", "--rules", dir, "--rules-interval", "20ms")
+	waitMetric := func(want string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			_, m := p.get("http://" + p.metrics + "/metrics")
+			if strings.Contains(m, want) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no %s within 10 s:\n%s\nlog: %s", want, grepLines(m, "reloads"), p.stderr.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	if err := os.Symlink(filepath.Join(parent, "missing.yaml"), filepath.Join(dir, "broken.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	waitMetric(`limiterd_rule_reloads_total{result="failure"} 1`)
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	waitMetric(`limiterd_rule_reloads_total{result="failure"} 2`)
+	c := rlsv3.NewRateLimitServiceClient(dial(t, p.grpc))
+	resp, err := c.ShouldRateLimit(context.Background(), envoyReq("remote_address", uuid.NewString()))
+	if err != nil || resp.Statuses[0].CurrentLimit.GetRequestsPerUnit() != 3 {
+		t.Fatalf("after the directory went: %v %v; want the last good limit 3", resp, err)
+	}
+	if n := strings.Count(p.stderr.String(), "rule reload failed"); n != 2 {
+		t.Fatalf("%d failed reloads logged, want 2 (one per failure): %s", n, p.stderr.String())
 	}
 }

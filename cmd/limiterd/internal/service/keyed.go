@@ -113,18 +113,23 @@ func newKeyed(cfg Config, rdb redis.UniversalClient, m *metrics) (keyedLimiter, 
 		}
 		k.ping = func(ctx context.Context) error { return rdb.Ping(ctx).Err() }
 	} else {
-		mem, err := limit.NewMemory(limit.MemoryOptions{
-			Shards:  int(cfg.Backends.InMemory.ShardsCount),
-			MaxKeys: int(cfg.Backends.InMemory.MaxKeys),
-		})
+		mem, err := k.memory(cfg, m, "keyed")
 		if err != nil {
-			return nil, &ConfigError{File: cfg.file, Field: "backends.in_memory", Reason: err.Error()}
+			return nil, err
 		}
-		k.stop = cleanupLoop(mem, time.Duration(cfg.Backends.InMemory.EvictionTime)*time.Second)
 		base = mem
+	}
+	var fallback limit.Store
+	if rdb != nil && failureMode(cfg.OnStoreFailure) == limit.FailFallback {
+		// The local fallback is a memory store too: bounded by max_keys.
+		if fallback, err = k.memory(cfg, m, "keyed_fallback"); err != nil {
+			k.stop()
+			return nil, err
+		}
 	}
 	k.store, err = limit.WithFailurePolicy(base, limit.FailureOptions{
 		Mode:      failureMode(cfg.OnStoreFailure),
+		Fallback:  fallback,
 		Replicas:  cfg.Replicas,
 		Timeout:   storeTimeout,
 		OnFailure: func(error) { m.storeErrors.WithLabelValues("store").Inc() },
@@ -134,6 +139,23 @@ func newKeyed(cfg Config, rdb redis.UniversalClient, m *metrics) (keyedLimiter, 
 		return nil, err
 	}
 	return k, nil
+}
+
+// memory makes a memory store of cfg's shards and max_keys, cleaned every
+// eviction_time until k closes, its keys published as
+// limiterd_memory_keys{store=name}.
+func (k *keyedStore) memory(cfg Config, m *metrics, name string) (*limit.Memory, error) {
+	mem, err := limit.NewMemory(limit.MemoryOptions{
+		Shards:  int(cfg.Backends.InMemory.ShardsCount),
+		MaxKeys: int(cfg.Backends.InMemory.MaxKeys),
+	})
+	if err != nil {
+		return nil, &ConfigError{File: cfg.file, Field: "backends.in_memory", Reason: err.Error()}
+	}
+	stop, prev := cleanupLoop(mem, time.Duration(cfg.Backends.InMemory.EvictionTime)*time.Second), k.stop
+	k.stop = func() { stop(); prev() }
+	m.memoryKeys(name, func() float64 { return float64(mem.Stats().Keys) })
+	return mem, nil
 }
 
 // cleanupLoop drops the memory store's keys at rest every interval, until

@@ -2,6 +2,7 @@ package service
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,15 +24,26 @@ type metrics struct {
 	countersMu sync.RWMutex
 	counters   map[[4]string]prometheus.Counter // guarded by countersMu
 	observers  sync.Map                         // api -> prometheus.Observer
+
+	// The label values a caller chooses are bounded: a domain is its own
+	// label only when the rules name it, and past maxSeries label sets a
+	// new rule label (a detailed_metric rule's or an override's, which
+	// carry the request's values) is counted as otherLabel.
+	domains   atomic.Pointer[map[string]bool]
+	maxSeries int
 }
 
-func newMetrics() *metrics {
+// otherLabel stands for the label values not kept as their own.
+const otherLabel = "other"
+
+func newMetrics(maxSeries int) *metrics {
 	m := &metrics{
-		reg:      prometheus.NewRegistry(),
-		counters: map[[4]string]prometheus.Counter{},
+		reg:       prometheus.NewRegistry(),
+		counters:  map[[4]string]prometheus.Counter{},
+		maxSeries: maxSeries,
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "limiterd", Name: "decisions_total",
-			Help: "Decisions by API (rest, grpc, envoy), Envoy domain, rule (the algorithm for rest and grpc) and result.",
+			Help: "Decisions by API (rest, grpc, envoy), Envoy domain (\"other\" for a domain the rules do not name), rule (the algorithm for rest and grpc; \"other\" past limits.max_metric_series label sets) and result.",
 		}, []string{"api", "domain", "rule", "result"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: "limiterd", Name: "decision_duration_seconds",
@@ -56,14 +68,46 @@ func newMetrics() *metrics {
 	return m
 }
 
+// memoryKeys publishes the number of keys a memory store holds, as
+// limiterd_memory_keys{store=name}.
+func (m *metrics) memoryKeys(name string, n func() float64) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "limiterd", Name: "memory_keys",
+		Help:        "Keys or counters held by an in-memory store (keyed: POST /limit and ratelimiter.v1; envoy; envoy_fallback), at most backends.in_memory.max_keys each.",
+		ConstLabels: prometheus.Labels{"store": name},
+	}, n))
+}
+
+// setDomains makes the domains of the rules in force the ones labelled as
+// themselves.
+func (m *metrics) setDomains(domains []string) {
+	set := make(map[string]bool, len(domains))
+	for _, d := range domains {
+		set[d] = true
+	}
+	m.domains.Store(&set)
+}
+
 // decision counts one decision.
 func (m *metrics) decision(api, domain, rule, result string) {
+	if domain != "" {
+		if d := m.domains.Load(); d == nil || !(*d)[domain] {
+			domain = otherLabel
+		}
+	}
 	k := [4]string{api, domain, rule, result}
 	m.countersMu.RLock()
 	c, ok := m.counters[k]
+	full := len(m.counters) >= m.maxSeries
 	m.countersMu.RUnlock()
+	if !ok && full {
+		k[2] = otherLabel
+		m.countersMu.RLock()
+		c, ok = m.counters[k]
+		m.countersMu.RUnlock()
+	}
 	if !ok {
-		c = m.decisions.WithLabelValues(api, domain, rule, result)
+		c = m.decisions.WithLabelValues(k[0], k[1], k[2], k[3])
 		m.countersMu.Lock()
 		m.counters[k] = c
 		m.countersMu.Unlock()

@@ -3,7 +3,7 @@ package service
 import (
 	"bytes"
 	"context"
-	"fmt"
+	"encoding/json"
 	"io"
 	"net/http"
 	"os"
@@ -14,8 +14,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/costwise/batcher/internal/redistest"
 )
 
 // The tests run limiterd in the test process through Main, as the
@@ -84,19 +82,17 @@ func writeFile(t *testing.T, dir, name, body string) string {
 	return p
 }
 
-// start runs limiterd on free loopback ports with config (none when empty)
-// and extra flags, waits until it serves, and stops it at cleanup.
+// start runs limiterd on loopback ports the system picks, with config
+// (none when empty) and extra flags, waits until it serves, reads its
+// addresses from its start line, and stops it at cleanup.
 func start(t *testing.T, config string, extra ...string) *proc {
 	t.Helper()
 	p := &proc{
-		t:       t,
-		stderr:  &syncBuffer{},
-		http:    fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t)),
-		grpc:    fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t)),
-		metrics: fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t)),
-		exited:  make(chan struct{}),
+		t:      t,
+		stderr: &syncBuffer{},
+		exited: make(chan struct{}),
 	}
-	args := []string{"--http-addr", p.http, "--grpc-addr", p.grpc, "--metrics-addr", p.metrics, "--log-format", "json"}
+	args := []string{"--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0", "--log-format", "json"}
 	if config != "" {
 		args = append(args, "--config", writeFile(t, t.TempDir(), "limiterd.yaml", config))
 	}
@@ -123,6 +119,17 @@ func start(t *testing.T, config string, extra ...string) *proc {
 			t.Fatalf("limiterd did not start within 20 s: %s", p.stderr.String())
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+	for _, line := range strings.Split(p.stderr.String(), "\n") {
+		if !strings.Contains(line, "limiterd started") {
+			continue
+		}
+		var addrs struct{ HTTP, GRPC, Metrics string }
+		if err := json.Unmarshal([]byte(line), &addrs); err != nil {
+			t.Fatalf("start line %q: %v", line, err)
+		}
+		p.http, p.grpc, p.metrics = addrs.HTTP, addrs.GRPC, addrs.Metrics
+		break
 	}
 	return p
 }

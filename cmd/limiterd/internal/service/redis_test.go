@@ -97,6 +97,9 @@ func TestStoreDown(t *testing.T) {
 			if c.rest == http.StatusServiceUnavailable && r.Header.Get("Retry-After") == "" {
 				t.Fatalf("503 without Retry-After")
 			}
+			if m := p.metricsText(); strings.HasSuffix(c.policy, "fallback") && !strings.Contains(m, `limiterd_memory_keys{store="keyed_fallback"} 1`) {
+				t.Fatalf("the local fallback's keys, bounded by max_keys, are not in the metrics:\n%s", grepLines(m, "memory_keys"))
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			resp, err := ratelimiterv1.NewRateLimiterClient(dial(t, p.grpc)).Allow(ctx, &ratelimiterv1.AllowRequest{Key: "k"})

@@ -19,15 +19,25 @@ type ruleWatcher struct {
 	log     *slog.Logger
 	metrics *metrics
 	last    [32]byte // digest of the files last loaded or refused
+	readErr string   // the error of the last read, "" after one that succeeded
 }
 
 // load reads and parses the directory; on success the service uses the new
-// rules. It reports whether anything changed since the last load.
+// rules. It reports whether anything changed since the last load. A
+// directory or file that cannot be read (gone, a dangling symlink, no
+// permission) is a failed reload as bad rules are, counted and reported
+// once until the error changes.
 func (w *ruleWatcher) load() (changed bool, err error) {
 	files, err := envoyrl.ReadDir(w.dir)
 	if err != nil {
+		if err.Error() == w.readErr {
+			return false, nil
+		}
+		w.readErr = err.Error()
+		w.metrics.reloads.WithLabelValues("failure").Inc()
 		return true, err
 	}
+	w.readErr = ""
 	sum := digest(files)
 	if sum == w.last {
 		return false, nil
@@ -39,6 +49,7 @@ func (w *ruleWatcher) load() (changed bool, err error) {
 		return true, err
 	}
 	w.svc.SetRules(rules)
+	w.metrics.setDomains(rules.Domains())
 	w.metrics.reloads.WithLabelValues("success").Inc()
 	w.metrics.ruleFiles.Set(float64(len(files)))
 	return true, nil

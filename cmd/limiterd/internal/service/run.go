@@ -63,23 +63,23 @@ func (c *Command) validate() error {
 	return nil
 }
 
-// flagValues are the flags as given, before they are put into a Config.
+// flagValues are the flags that are not fields of a Config.
 type flagValues struct {
 	config, rules, logFormat, logLevel string
-	cmd                                Command
 	given                              map[string]bool
 	grpc                               grpcFlags
 }
 
-func newFlagSet(v *flagValues, stderr io.Writer) *flag.FlagSet {
+// newFlagSet binds the flags to v and to c's fields, c's values being
+// their defaults.
+func newFlagSet(v *flagValues, c *Config, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("limiterd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	c := &v.cmd
 	fs.StringVar(&v.config, "config", "", "YAML configuration `file` (default: in memory, token bucket 10 tokens at 1/s)")
 	fs.StringVar(&c.HTTPAddr, "http-addr", c.HTTPAddr, "REST `address`: POST /limit, GET /health, POST /json")
 	fs.StringVar(&c.GRPCAddr, "grpc-addr", c.GRPCAddr, "gRPC `address`: ratelimiter.v1 and Envoy's RateLimitService")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", c.MetricsAddr, "Prometheus /metrics `address`; empty disables")
-	fs.StringVar(&c.DebugAddr, "debug-addr", "", "/debug/pprof/ `address`, such as 127.0.0.1:6060; empty (default) disables")
+	fs.StringVar(&c.DebugAddr, "debug-addr", c.DebugAddr, "/debug/pprof/ `address`, such as 127.0.0.1:6060; empty (default) disables")
 	fs.StringVar(&v.rules, "rules", "", "`directory` of Envoy rate limit rule files, reloaded when they change")
 	fs.StringVar(&c.GRPCServer, "grpc-server", c.GRPCServer, "gRPC server: lean (limiterd's own, unary calls over h2c) or grpc-go")
 	fs.StringVar(&v.logFormat, "log-format", "text", "log format: text or json")
@@ -87,6 +87,7 @@ func newFlagSet(v *flagValues, stderr io.Writer) *flag.FlagSet {
 	fs.Bool("version", false, "print the version and the commit limiterd was built from, and exit")
 	fs.DurationVar(&c.RulesInterval, "rules-interval", c.RulesInterval, "how often the rule directory is checked for changes")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "the longest a graceful stop waits for in-flight calls")
+	addLimitFlags(fs, c)
 	addGRPCFlags(fs, &v.grpc)
 	return fs
 }
@@ -96,15 +97,17 @@ func newFlagSet(v *flagValues, stderr io.Writer) *flag.FlagSet {
 // to stderr. A flag error, flag.ErrHelp included, or a *ConfigError is
 // returned as it is.
 func ParseFlags(args []string, stderr io.Writer) (Config, error) {
-	v := flagValues{cmd: defaultCommand(), given: map[string]bool{}}
-	fs := newFlagSet(&v, stderr)
+	// The first pass finds the file; the second puts the flags given over
+	// the file's values.
+	v := flagValues{given: map[string]bool{}}
+	first := defaultConfig()
+	fs := newFlagSet(&v, &first, stderr)
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
 	}
 	if fs.NArg() > 0 {
 		return Config{}, fmt.Errorf("limiterd: unexpected argument %q", fs.Arg(0))
 	}
-	fs.Visit(func(f *flag.Flag) { v.given[f.Name] = true })
 	if v.logFormat != "text" && v.logFormat != "json" {
 		return Config{}, fmt.Errorf("limiterd: --log-format must be text or json, not %q", v.logFormat)
 	}
@@ -112,38 +115,40 @@ func ParseFlags(args []string, stderr io.Writer) (Config, error) {
 	if err != nil {
 		return Config{}, err
 	}
-	if err := v.cmd.validate(); err != nil {
+	if err := first.Command.validate(); err != nil {
 		return Config{}, err
 	}
 	cfg, err := LoadConfig(v.config)
 	if err != nil {
 		return cfg, err
 	}
-	v.cmd.MetricsAddr = metricsAddr(cfg, v)
+	cfg.MetricsAddr = fileMetricsAddr(cfg)
+	fs = newFlagSet(&v, &cfg, io.Discard)
+	if err := fs.Parse(args); err != nil {
+		return Config{}, err
+	}
+	fs.Visit(func(f *flag.Flag) { v.given[f.Name] = true })
 	if v.rules != "" {
 		cfg.Envoy.RulesDir = v.rules
 	}
 	if err := applyGRPCSettings(&cfg, &v, os.LookupEnv); err != nil {
 		return cfg, err
 	}
-	v.cmd.Log = newLogger(v.logFormat, level, stderr)
-	cfg.Command = v.cmd
+	cfg.Log = newLogger(v.logFormat, level, stderr)
 	return cfg, cfg.Validate()
 }
 
-// metricsAddr is where /metrics is served: the flag when given, else the
-// file's port unless the file turns Prometheus off.
-func metricsAddr(cfg Config, v flagValues) string {
-	if v.given["metrics-addr"] {
-		return v.cmd.MetricsAddr
-	}
+// fileMetricsAddr is where /metrics is served unless --metrics-addr says:
+// the file's port unless the file turns Prometheus off, :9091 without a
+// file.
+func fileMetricsAddr(cfg Config) string {
 	if p := cfg.Metrics.UsePrometheus; p != nil && !*p {
 		return ""
 	}
 	if cfg.file != "" && cfg.Metrics.Port > 0 {
 		return fmt.Sprintf(":%d", cfg.Metrics.Port)
 	}
-	return v.cmd.MetricsAddr
+	return cfg.MetricsAddr
 }
 
 func parseLevel(s string) (slog.Level, error) {

@@ -11,7 +11,6 @@ import (
 	"net/http/pprof"
 	"strings"
 	"sync"
-	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -20,6 +19,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 
 	ratelimiterv1 "github.com/costwise/batcher/api/ratelimiter/v1"
@@ -43,13 +43,14 @@ type server struct {
 	tls     *tls.Config // the gRPC port's; nil without TLS
 	headers httplimit.HeaderFormat
 	closers []func() error // in the order to close them
+	health  *health.Server // grpc.health.v1 on grpc-go's server: SERVING until the stop
 
-	httpLn, grpcLn, metricsLn net.Listener
+	httpLn, grpcLn, metricsLn, debugLn net.Listener
 }
 
 // newServer builds the stores and services of cfg and opens the listeners.
 func newServer(cfg Config) (_ *server, err error) {
-	s := &server{cfg: cfg, log: cfg.Log, metrics: newMetrics()}
+	s := &server{cfg: cfg, log: cfg.Log, metrics: newMetrics(int(cfg.Limits.MaxMetricSeries)), health: health.NewServer()}
 	defer func() {
 		if err != nil {
 			s.close()
@@ -103,11 +104,12 @@ func (s *server) buildEnvoy(rdb redis.UniversalClient) error {
 		}
 		store = fs
 	} else {
-		ms, err := envoyrl.NewMemoryStore(envoyrl.MemoryOptions{Shards: int(s.cfg.Backends.InMemory.ShardsCount)})
+		ms, err := envoyrl.NewMemoryStore(s.envoyMemoryOptions())
 		if err != nil {
 			return err
 		}
 		s.closers = append(s.closers, ms.Close)
+		s.metrics.memoryKeys("envoy", func() float64 { return float64(ms.Len()) })
 		store = ms
 	}
 	e := s.cfg.Envoy
@@ -116,6 +118,9 @@ func (s *server) buildEnvoy(rdb redis.UniversalClient) error {
 		ShadowMode:                 e.ShadowMode,
 		KeyPrefix:                  e.KeyPrefix,
 		Observer:                   envoyObserver{s.metrics},
+		MaxDescriptors:             int(s.cfg.Limits.MaxDescriptors),
+		MaxDescriptorEntries:       int(s.cfg.Limits.MaxDescriptorEntries),
+		MaxKeyBytes:                int(s.cfg.Limits.MaxKeyBytes),
 	})
 	if e.XDS.ServerURL != "" {
 		x, err := newXDSClient(e.XDS, s.envoy, s.log, s.metrics)
@@ -137,6 +142,13 @@ func (s *server) buildEnvoy(rdb redis.UniversalClient) error {
 	return err
 }
 
+// envoyMemoryOptions are the Envoy API's memory stores' options: as many
+// counters at most as the keyed limits hold keys (max_keys).
+func (s *server) envoyMemoryOptions() envoyrl.MemoryOptions {
+	m := s.cfg.Backends.InMemory
+	return envoyrl.MemoryOptions{Shards: int(m.ShardsCount), MaxCounters: int(m.MaxKeys)}
+}
+
 // envoyFallback wraps the Envoy API's Redis store in the failure policy,
 // the same as the keyed APIs': a call Redis does not answer within
 // storeTimeout is a failure; after a failure Redis is left alone for a
@@ -147,11 +159,12 @@ func (s *server) envoyFallback(primary envoyrl.Store) (envoyrl.Store, error) {
 	mode := failureMode(s.cfg.OnStoreFailure)
 	var local envoyrl.Store
 	if mode == envoyrl.FailFallback {
-		mem, err := envoyrl.NewMemoryStore(envoyrl.MemoryOptions{Shards: int(s.cfg.Backends.InMemory.ShardsCount)})
+		mem, err := envoyrl.NewMemoryStore(s.envoyMemoryOptions())
 		if err != nil {
 			return nil, err
 		}
 		s.closers = append(s.closers, mem.Close)
+		s.metrics.memoryKeys("envoy_fallback", func() float64 { return float64(mem.Len()) })
 		local = mem
 	}
 	if mode == envoyrl.FailOpen {
@@ -180,12 +193,17 @@ func (s *server) listen() (err error) {
 			return fmt.Errorf("limiterd: --metrics-addr: %w", err)
 		}
 	}
+	if addr := s.cfg.DebugAddr; addr != "" {
+		if s.debugLn, err = net.Listen("tcp", addr); err != nil {
+			return fmt.Errorf("limiterd: --debug-addr: %w", err)
+		}
+	}
 	return nil
 }
 
 // close releases the listeners and the stores.
 func (s *server) close() {
-	for _, ln := range []net.Listener{s.httpLn, s.grpcLn, s.metricsLn} {
+	for _, ln := range []net.Listener{s.httpLn, s.grpcLn, s.metricsLn, s.debugLn} {
 		if ln != nil {
 			ln.Close()
 		}
@@ -212,23 +230,78 @@ type grpcServer interface {
 	Stop()
 }
 
-// grpcServer makes the gRPC server --grpc-server names. Both read Envoy's
+// grpcServer makes the gRPC server --grpc-server names, with the limits
+// of the servers section (see the package doc's table). Both read Envoy's
 // requests and write their answers with envoyrl.Codec (a third less CPU
 // than the protobuf library for them), which leaves the other messages to
 // gRPC's default codec. Both serve TLS themselves when it is configured:
 // the same crypto/tls configuration, certificate reloads and client
 // checks.
 func (s *server) grpcServer() grpcServer {
+	c := s.cfg.Servers
 	if s.cfg.GRPCServer == GRPCServerGo {
-		opts := []grpc.ServerOption{grpc.NumStreamWorkers(streamWorkers), grpc.ForceServerCodecV2(envoyrl.Codec{})}
+		// grpc-go's MaxHeaderListSize is left at its default: set, it
+		// stops its server from refusing malformed header blocks (h2spec
+		// 4.3, 5.5 and 6.2 fail), so max_header_bytes bounds the lean
+		// server's header list only.
+		opts := []grpc.ServerOption{
+			grpc.NumStreamWorkers(streamWorkers), grpc.ForceServerCodecV2(envoyrl.Codec{}),
+			grpc.MaxConcurrentStreams(uint32(c.GRPCMaxConcurrentStreams)),
+			grpc.MaxRecvMsgSize(int(c.GRPCMaxRecvMsgBytes)),
+			grpc.ConnectionTimeout(c.GRPCHandshakeTimeout),
+			grpc.KeepaliveEnforcementPolicy(keepalivePolicy(c)),
+			grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: c.GRPCMaxConnectionIdle}),
+		}
 		if s.tls != nil {
 			opts = append(opts, grpc.Creds(credentials.NewTLS(s.tls)))
 		}
 		return grpc.NewServer(opts...)
 	}
 	return &unarygrpc.Server{
-		Codec: envoyrl.Codec{}, Workers: streamWorkers, TLSConfig: s.tls,
-		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		Codec:                envoyrl.Codec{},
+		Workers:              streamWorkers,
+		MaxConcurrentStreams: uint32(c.GRPCMaxConcurrentStreams),
+		MaxRecvMsgSize:       int(c.GRPCMaxRecvMsgBytes),
+		MaxHeaderListSize:    uint32(s.cfg.Limits.MaxHeaderBytes),
+		HandshakeTimeout:     c.GRPCHandshakeTimeout,
+		IdleTimeout:          c.GRPCMaxConnectionIdle,
+		KeepalivePolicy:      keepalivePolicy(c),
+		TLSConfig:            s.tls,
+		ErrorLog:             slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+}
+
+// keepalivePolicy is both servers' keepalive enforcement: pings closer
+// than GRPCKeepaliveMinTime end the connection with GOAWAY
+// too_many_pings; pings without calls in flight are allowed.
+func keepalivePolicy(c Servers) keepalive.EnforcementPolicy {
+	return keepalive.EnforcementPolicy{MinTime: c.GRPCKeepaliveMinTime, PermitWithoutStream: true}
+}
+
+// debugServer serves /debug/pprof/ on --debug-addr.
+func (s *server) debugServer() *http.Server {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	srv := s.plainServer(mux)
+	srv.WriteTimeout = 0 // a CPU profile or a trace takes as long as it asks
+	return srv
+}
+
+// plainServer is a net/http server of handler with the servers section's
+// timeouts and header limit.
+func (s *server) plainServer(h http.Handler) *http.Server {
+	c := s.cfg.Servers
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: c.ReadHeaderTimeout,
+		ReadTimeout:       c.ReadTimeout,
+		WriteTimeout:      c.WriteTimeout,
+		IdleTimeout:       c.IdleTimeout,
+		MaxHeaderBytes:    int(s.cfg.Limits.MaxHeaderBytes),
 	}
 }
 
@@ -244,19 +317,20 @@ func (s *server) serve(ctx context.Context) error {
 	rlsv3.RegisterRateLimitServiceServer(g, envoyGRPC{s: s})
 	// Health checks, and server reflection so that grpcurl lists the
 	// services.
-	healthpb.RegisterHealthServer(g, health.NewServer())
+	healthpb.RegisterHealthServer(g, s.health)
 	reflection.Register(g)
 	hs := s.httpServer()
-	var ms *http.Server
+	var ms, ds *http.Server
 	if s.metricsLn != nil {
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
-		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
-		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
-		ms = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		ms = s.plainServer(mux)
+	}
+	if s.debugLn != nil {
+		ds = s.debugServer()
 	}
 
-	errs := make(chan error, 3)
+	errs := make(chan error, 4)
 	var wg sync.WaitGroup
 	start := func(f func() error) {
 		wg.Add(1)
@@ -284,6 +358,9 @@ func (s *server) serve(ctx context.Context) error {
 	if ms != nil {
 		start(func() error { return ms.Serve(s.metricsLn) })
 	}
+	if ds != nil {
+		start(func() error { return ds.Serve(s.debugLn) })
+	}
 	if s.rules != nil {
 		wg.Add(1)
 		go func() { defer wg.Done(); s.rules.run(ctx, s.cfg.RulesInterval) }()
@@ -297,14 +374,15 @@ func (s *server) serve(ctx context.Context) error {
 	case err = <-errs:
 	}
 	cancel()
-	s.shutdown(g, hs, ms)
+	s.health.Shutdown()
+	s.shutdown(g, hs, ms, ds)
 	wg.Wait()
 	return err
 }
 
 // shutdown stops accepting calls and waits for those in flight, up to the
 // shutdown timeout, after which it cuts them.
-func (s *server) shutdown(g grpcServer, hs *http1.Server, ms *http.Server) {
+func (s *server) shutdown(g grpcServer, hs *http1.Server, others ...*http.Server) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 	defer cancel()
 	done := make(chan struct{})
@@ -312,9 +390,12 @@ func (s *server) shutdown(g grpcServer, hs *http1.Server, ms *http.Server) {
 	if err := hs.Shutdown(ctx); err != nil {
 		hs.Close()
 	}
-	if ms != nil {
-		if err := ms.Shutdown(ctx); err != nil {
-			ms.Close()
+	for _, o := range others {
+		if o == nil {
+			continue
+		}
+		if err := o.Shutdown(ctx); err != nil {
+			o.Close()
 		}
 	}
 	select {
@@ -333,6 +414,9 @@ func (s *server) logStart() {
 	}
 	if s.metricsLn != nil {
 		attrs = append(attrs, "metrics", s.metricsLn.Addr().String())
+	}
+	if s.debugLn != nil {
+		attrs = append(attrs, "debug", s.debugLn.Addr().String())
 	}
 	if s.cfg.Store == "redis" {
 		r := s.cfg.Backends.Redis

@@ -1,0 +1,99 @@
+package http1
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestHandedOffSlowBodyTimesOut: a chunked body, which the fast path hands
+// to net/http, that stops arriving no longer holds the connection:
+// ReadTimeout reaches the net/http server too.
+func TestHandedOffSlowBodyTimesOut(t *testing.T) {
+	ts := newTestServer(t, func(s *Server) { s.ReadTimeout = 200 * time.Millisecond })
+	c := ts.dial(t)
+	c.send("POST /echo HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n")
+	// The server answers (or not) and closes; a connection held open runs
+	// into the client's own 10 s deadline instead.
+	if _, err := io.ReadAll(c.br); err != nil {
+		t.Fatalf("the connection stayed open: %v", err)
+	}
+}
+
+// TestHandedOffHeaderLimit: a header past MaxHeaderBytes, handed off to
+// net/http, is refused there with 431 at the same limit.
+func TestHandedOffHeaderLimit(t *testing.T) {
+	ts := newTestServer(t, func(s *Server) { s.MaxHeaderBytes = 1 << 10 })
+	c := ts.dial(t)
+	c.send(post("/echo", "x", "X-Junk: "+strings.Repeat("j", 8<<10)))
+	if resp, _ := c.answer("POST"); resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Fatalf("status %d, want 431", resp.StatusCode)
+	}
+}
+
+// failingListener fails its first n Accepts with EMFILE, as a process out
+// of file descriptors does.
+type failingListener struct {
+	net.Listener
+	n atomic.Int32
+}
+
+func (l *failingListener) Accept() (net.Conn, error) {
+	if l.n.Add(-1) >= 0 {
+		return nil, &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", syscall.EMFILE)}
+	}
+	return l.Listener.Accept()
+}
+
+// TestAcceptErrorsBackOff: Accept failing with "too many open files" does
+// not stop the server; it waits and tries again, and logs at most once a
+// second.
+func TestAcceptErrorsBackOff(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fl := &failingListener{Listener: ln}
+	fl.n.Store(8) // 5+10+...+640 ms of backoff: about 1.3 s
+	logs := &syncWriter{}
+	s := &Server{Handler: http.HandlerFunc(echo), Routes: []Route{{Method: "POST", Path: "/echo", Handler: http.HandlerFunc(echo)}}}
+	s.ErrorLog = newLogger(logs)
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { done <- s.Serve(fl) }()
+	t.Cleanup(func() {
+		s.Close()
+		if err := <-done; !errors.Is(err, http.ErrServerClosed) {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	rc := &rawConn{t: t, c: c, br: newReader(c)}
+	rc.send(post("/echo", "x"))
+	if _, b := rc.answer("POST"); b != "fast POST /echo host=test key= body=x" {
+		t.Fatalf("answer %q", b)
+	}
+	elapsed := time.Since(start)
+	lines := strings.Count(logs.String(), "accept error")
+	if lines < 1 || float64(lines) > 1+elapsed.Seconds() {
+		t.Fatalf("%d accept errors logged in %v: want at least one and at most one a second:\n%s", lines, elapsed, logs.String())
+	}
+}
+
+func newLogger(w io.Writer) *log.Logger { return log.New(w, "", 0) }
+
+func newReader(c net.Conn) *bufio.Reader { return bufio.NewReader(c) }
