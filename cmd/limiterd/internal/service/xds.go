@@ -81,6 +81,14 @@ func defaultXDS() XDS {
 
 func (c *Config) validateXDS() error {
 	x := &c.Envoy.XDS
+	// The numbers are range-checked whether or not xDS is used, as every
+	// numeric field of the file is.
+	switch {
+	case !(x.BackoffFactor > 0) || math.IsInf(x.BackoffFactor, 0) || x.BackoffFactor > 1e6:
+		return c.errField("envoy.xds.backoff_factor", "must be positive and at most 1e6, not %v", x.BackoffFactor)
+	case x.MaxMsgSize < 0 || x.MaxMsgSize > math.MaxInt32:
+		return c.errField("envoy.xds.max_msg_size", "must be 0 to 2147483647, not %d", x.MaxMsgSize)
+	}
 	if x.ServerURL == "" {
 		return nil
 	}
@@ -89,10 +97,6 @@ func (c *Config) validateXDS() error {
 		return c.errField("envoy.xds.server_url", "set with rules_dir (or --rules): the rules come from one source")
 	case x.BackoffInitial <= 0 || x.BackoffMax < x.BackoffInitial:
 		return c.errField("envoy.xds.backoff_initial", "must be positive and at most backoff_max, not %v (max %v)", x.BackoffInitial, x.BackoffMax)
-	case !(x.BackoffFactor > 0) || math.IsInf(x.BackoffFactor, 0):
-		return c.errField("envoy.xds.backoff_factor", "must be positive, not %v", x.BackoffFactor)
-	case x.MaxMsgSize < 0 || x.MaxMsgSize > math.MaxInt32:
-		return c.errField("envoy.xds.max_msg_size", "must be 0 to 2147483647, not %d", x.MaxMsgSize)
 	case (x.CertFile == "") != (x.KeyFile == ""):
 		return c.errField("envoy.xds.cert_file", "cert_file and key_file go together")
 	case !x.UseTLS && (x.CAFile != "" || x.CertFile != "" || x.ServerSAN != ""):
