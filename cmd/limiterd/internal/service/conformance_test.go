@@ -62,6 +62,13 @@ var grpcGoKnownFailures = []string{
 	`http2/6.10 Sends a CONTINUATION frame preceded by a DATA frame`,
 	`http2/5.1 closed: Sends a HEADERS frame`,
 	`http2/5.1 closed: Sends a HEADERS frame after sending RST_STREAM frame`,
+	// A frame other than CONTINUATION inside a header block: grpc-go's
+	// framer refuses it, but under -race on a loaded machine its GOAWAY
+	// can come after h2spec has given up waiting (seen in 1 of 3 runs).
+	`http2/4.3 Sends a HEADERS frame to another stream while sending the header blocks`,
+	`http2/4.3 Sends a PRIORITY frame while sending the header blocks`,
+	`http2/6.2 Sends a HEADERS frame to another stream while sending a HEADERS frame`,
+	`http2/6.2 Sends a HEADERS frame without the END_HEADERS flag, and a PRIORITY frame`,
 }
 
 // h2specCases is the number of cases in h2spec v2.2.1's generic, http2
