@@ -101,6 +101,34 @@ type Redis struct {
 	// Addition: the environment variable holding the password (default
 	// LIMITERD_REDIS_PASSWORD), which wins over Password when set.
 	PasswordEnv string `yaml:"password_env"`
+	// Username goes with Password (REDIS_AUTH's user:password form).
+	Username string `yaml:"username"`
+	// Network is "tcp" (default) or "unix" (REDIS_SOCKET_TYPE).
+	Network string `yaml:"network"`
+	// SentinelMaster, when set, makes Addr/ClusterAddrs a list of Sentinel
+	// servers watching this master (REDIS_TYPE=SENTINEL).
+	SentinelMaster string `yaml:"sentinel_master"`
+	// SentinelAddrs are the Sentinel servers.
+	SentinelAddrs []string `yaml:"sentinel_addrs"`
+	// PoolSize is the connections per node; 0 keeps go-redis's default
+	// (REDIS_POOL_SIZE).
+	PoolSize int64 `yaml:"pool_size"`
+	// TLS connects to Redis over TLS (REDIS_TLS and its files).
+	TLS RedisTLS `yaml:"tls"`
+	// LocalAllowance decides hot keys from allowances leased from Redis
+	// (redislimit.Options.LocalAllowance; env REDIS_LOCAL_ALLOWANCE).
+	// Default false.
+	LocalAllowance bool `yaml:"local_allowance"`
+}
+
+// RedisTLS is TLS towards Redis.
+type RedisTLS struct {
+	Enabled bool `yaml:"enabled"`
+	// CAFile verifies the server; the system pool without it.
+	CAFile string `yaml:"ca_file"`
+	// CertFile and KeyFile are a client certificate.
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
 }
 
 // Metrics configures Prometheus.
@@ -123,6 +151,36 @@ type Envoy struct {
 	// XDS takes the rules from an xDS management server instead of
 	// RulesDir.
 	XDS XDS `yaml:"xds"`
+	// NearLimitRatio is the share of a limit above which an admitted hit
+	// counts as near the limit in the metrics (its NEAR_LIMIT_RATIO).
+	// Default 0.8.
+	NearLimitRatio float64 `yaml:"near_limit_ratio"`
+	// ResponseHeaders adds rate limit headers to the Envoy API's answers
+	// (its LIMIT_RESPONSE_HEADERS_ENABLED and LIMIT_*_HEADER).
+	ResponseHeaders EnvoyHeaders `yaml:"response_headers"`
+	// HealthyWithRulesLoaded reports unhealthy until at least one rule
+	// file has loaded (its HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED).
+	HealthyWithRulesLoaded bool `yaml:"healthy_with_at_least_one_config_loaded"`
+	// MergeDomains merges rule files that name the same domain instead of
+	// refusing them (its MERGE_DOMAIN_CONFIG).
+	MergeDomains bool `yaml:"merge_domain_config"`
+	// LocalCacheBytes sizes a local cache of keys over their limit, which
+	// answers them without a store call until their window ends (its
+	// LOCAL_CACHE_SIZE_IN_BYTES); 0 (default) turns it off.
+	LocalCacheBytes int64 `yaml:"local_cache_size_in_bytes"`
+	// ExpirationJitterMax adds up to this much, at random, to each counter
+	// key's expiry (its EXPIRATION_JITTER_MAX_SECONDS). Default 0.
+	ExpirationJitterMax time.Duration `yaml:"expiration_jitter_max"`
+}
+
+// EnvoyHeaders are the rate limit headers of the Envoy API's answers.
+type EnvoyHeaders struct {
+	Enabled bool `yaml:"enabled"`
+	// Limit, Remaining and Reset are the headers' names; defaults
+	// RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset.
+	Limit     string `yaml:"limit"`
+	Remaining string `yaml:"remaining"`
+	Reset     string `yaml:"reset"`
 }
 
 // ConfigError is a configuration that limiterd refuses; its message is one
@@ -164,10 +222,13 @@ func defaultConfig() Config {
 		OnStoreFailure: "fail_open",
 		Replicas:       1,
 		Headers:        "draft",
-		Envoy:          Envoy{XDS: defaultXDS()},
-		Limits:         defaultLimits(),
-		Servers:        defaultServers(),
-		Command:        defaultCommand(),
+		Envoy: Envoy{
+			XDS: defaultXDS(), NearLimitRatio: 0.8,
+			ResponseHeaders: EnvoyHeaders{Limit: "RateLimit-Limit", Remaining: "RateLimit-Remaining", Reset: "RateLimit-Reset"},
+		},
+		Limits:  defaultLimits(),
+		Servers: defaultServers(),
+		Command: defaultCommand(),
 	}
 }
 
@@ -250,12 +311,22 @@ var configSchema = map[string]any{
 		"redis": map[string]any{
 			"addr": kindString, "password": kindString, "db": kindInt, "default_ttl": kindInt,
 			"cluster_addrs": kindList, "password_env": kindString,
+			"username": kindString, "network": kindString, "sentinel_master": kindString,
+			"sentinel_addrs": kindList, "pool_size": kindInt, "local_allowance": kindBool,
+			"tls": map[string]any{
+				"enabled": kindBool, "ca_file": kindString, "cert_file": kindString, "key_file": kindString,
+			},
 		},
 	},
 	"metrics": map[string]any{"use_prometheus": kindBool, "port": kindInt},
 	"envoy": map[string]any{
 		"rules_dir": kindString, "stop_increment_when_over_limit": kindBool,
-		"shadow_mode": kindBool, "key_prefix": kindString,
+		"shadow_mode": kindBool, "key_prefix": kindString, "near_limit_ratio": kindNumber,
+		"healthy_with_at_least_one_config_loaded": kindBool, "merge_domain_config": kindBool,
+		"local_cache_size_in_bytes": kindInt, "expiration_jitter_max": kindDur,
+		"response_headers": map[string]any{
+			"enabled": kindBool, "limit": kindString, "remaining": kindString, "reset": kindString,
+		},
 		"xds": map[string]any{
 			"server_url": kindString, "node_id": kindString, "node_metadata": kindString, "headers": kindString,
 			"use_tls": kindBool, "ca_file": kindString, "cert_file": kindString, "key_file": kindString,
@@ -275,7 +346,8 @@ var configSchema = map[string]any{
 		"read_header_timeout": kindDur, "read_timeout": kindDur, "write_timeout": kindDur,
 		"idle_timeout": kindDur, "grpc_max_concurrent_streams": kindInt, "grpc_max_recv_msg_bytes": kindInt,
 		"grpc_keepalive_min_time": kindDur, "grpc_max_connection_idle": kindDur,
-		"grpc_handshake_timeout": kindDur,
+		"grpc_handshake_timeout": kindDur, "grpc_max_connection_age": kindDur,
+		"grpc_max_connection_age_grace": kindDur,
 	},
 }
 

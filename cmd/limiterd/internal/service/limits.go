@@ -67,6 +67,13 @@ type Servers struct {
 	// GRPCHandshakeTimeout bounds a new gRPC connection's preface and
 	// first SETTINGS. Default 10 s.
 	GRPCHandshakeTimeout time.Duration `yaml:"grpc_handshake_timeout"`
+	// GRPCMaxConnectionAge closes, with GOAWAY, a gRPC connection this old
+	// (its GRPC_MAX_CONNECTION_AGE); 0 (default) never does.
+	GRPCMaxConnectionAge time.Duration `yaml:"grpc_max_connection_age"`
+	// GRPCMaxConnectionAgeGrace is how long calls in flight may finish
+	// after that GOAWAY (its GRPC_MAX_CONNECTION_AGE_GRACE); 0 means no
+	// bound.
+	GRPCMaxConnectionAgeGrace time.Duration `yaml:"grpc_max_connection_age_grace"`
 }
 
 func defaultLimits() Limits {
@@ -175,6 +182,12 @@ func (c *Config) ranges() []rangeCheck {
 		d("servers.grpc_keepalive_min_time", s.GRPCKeepaliveMinTime, time.Millisecond, 24*time.Hour),
 		d("servers.grpc_max_connection_idle", s.GRPCMaxConnectionIdle, time.Second, 24*365*time.Hour),
 		d("servers.grpc_handshake_timeout", s.GRPCHandshakeTimeout, time.Millisecond, time.Hour),
+		d("servers.grpc_max_connection_age", s.GRPCMaxConnectionAge, 0, 24*365*time.Hour),
+		d("servers.grpc_max_connection_age_grace", s.GRPCMaxConnectionAgeGrace, 0, 24*365*time.Hour),
+		n("backends.redis.pool_size", r.PoolSize, 0, 1<<16),
+		{"envoy.near_limit_ratio", c.Envoy.NearLimitRatio, 0, 1, true},
+		n("envoy.local_cache_size_in_bytes", c.Envoy.LocalCacheBytes, 0, maxBytes),
+		d("envoy.expiration_jitter_max", c.Envoy.ExpirationJitterMax, 0, 24*time.Hour),
 	}
 }
 

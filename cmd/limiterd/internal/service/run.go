@@ -28,6 +28,12 @@ type Command struct {
 	// it off. Profiles reveal the service's internals: give a loopback
 	// address, such as 127.0.0.1:6060.
 	DebugAddr string
+	// GRPCUDS, when set, is a Unix socket path the gRPC APIs are served on
+	// too (envoyproxy/ratelimit's GRPC_UDS).
+	GRPCUDS string
+	// RLConfigAddr is where GET /rlconfig (the rules in force, as text) is
+	// served; "" turns it off. DebugAddr serves it too.
+	RLConfigAddr string
 	// GRPCServer is "lean" (default) or "grpc-go".
 	GRPCServer string
 	// RulesInterval is how often the rule directory is checked. Default 1 s.
