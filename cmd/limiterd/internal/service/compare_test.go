@@ -57,16 +57,12 @@ descriptors:
         rate_limit: {unit: week, requests_per_unit: 2}
 `
 
-// TestSameAnswersAsEnvoyRatelimit sends the same requests to limiterd and to
-// envoyproxy/ratelimit, both on the shared Redis with the same rules, and
-// compares every answer. It is opt-in, as it needs envoyproxy/ratelimit
-// built: scripts/compare-envoy-ratelimit builds it and sets
-// LIMITERD_ENVOY_RATELIMIT_BIN.
+// TestSameAnswersAsEnvoyRatelimit sends the same requests to limiterd,
+// configured by its own file, and to envoyproxy/ratelimit (envoyRatelimitBin),
+// both on the shared Redis with the same rules, and compares every answer,
+// with and without STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT.
 func TestSameAnswersAsEnvoyRatelimit(t *testing.T) {
-	bin := os.Getenv("LIMITERD_ENVOY_RATELIMIT_BIN")
-	if bin == "" {
-		t.Skip("set LIMITERD_ENVOY_RATELIMIT_BIN to envoyproxy/ratelimit's service_cmd (scripts/compare-envoy-ratelimit)")
-	}
+	bin := envoyRatelimitBin(t)
 	redistest.Shared(t)
 	for _, stop := range []bool{false, true} {
 		t.Run(fmt.Sprintf("stop_increment_when_over_limit=%v", stop), func(t *testing.T) {

@@ -1,0 +1,894 @@
+package service
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/encoding/prototext"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/costwise/batcher/internal/redistest"
+)
+
+// apiRules is the runtime directory's second rule file, apiRulesReloaded
+// the version that replaces it when the directory is swapped.
+const (
+	apiRules = `
+domain: api
+descriptors:
+  - key: remote_address
+    rate_limit: {unit: hour, requests_per_unit: 4}
+  - key: route
+    value: checkout
+    descriptors:
+      - key: remote_address
+        rate_limit: {unit: day, requests_per_unit: 2}
+  - key: route
+    rate_limit: {unit: minute, requests_per_unit: 12}
+`
+	apiRulesReloaded = `
+domain: api
+descriptors:
+  - key: remote_address
+    rate_limit: {unit: hour, requests_per_unit: 7}
+  - key: route
+    value: checkout
+    descriptors:
+      - key: remote_address
+        rate_limit: {unit: day, requests_per_unit: 2}
+  - key: route
+    rate_limit: {unit: minute, requests_per_unit: 12}
+  - key: plan
+    value: gold
+    rate_limit: {unit: hour, requests_per_unit: 3}
+`
+	// reloadedLine is the line of /rlconfig that only apiRulesReloaded has.
+	reloadedLine = "api.plan_gold: unit=HOUR requests_per_unit=3, shadow_mode: false, quota_mode: false"
+)
+
+// The response headers both services are told to add, by name.
+const (
+	limitHeader     = "X-Dropin-Limit"
+	remainingHeader = "X-Dropin-Remaining"
+	resetHeader     = "X-Dropin-Reset"
+)
+
+// TestDropInForEnvoyRatelimit runs limiterd, built from ./cmd/limiterd and
+// started with no flags and no file, and envoyproxy/ratelimit, built at
+// envoyRatelimitVersion, with one environment: envoyproxy/ratelimit's
+// variables as a Deployment sets them, a runtime directory laid out as its
+// RUNTIME_* variables read it (RUNTIME_ROOT a symlink to a versioned
+// directory, swapped as Kubernetes swaps a ConfigMap's ..data), and the same
+// rule files. Each has its own ports and its own Redis. The same requests go
+// to both in lockstep, over gRPC and POST /json, and everything a caller or
+// an operator sees must be the same:
+//
+//   - every answer: overall code, per-descriptor code, current limit and
+//     remaining hits, the response headers and, for /json, the HTTP status
+//     and content type. Durations until reset (the reset header too) may
+//     differ by the second that can pass between the two calls;
+//   - GET /healthcheck's status and body, and GET /rlconfig on the debug
+//     port (its lines, which envoyproxy/ratelimit prints in map order);
+//   - the rules after the swap of the runtime directory;
+//   - every ratelimit_service_rate_limit_* series envoyproxy/ratelimit
+//     exports on PROMETHEUS_ADDR, with its labels and value; limiterd must
+//     also export each with value 0 before its first hit, where
+//     envoyproxy/ratelimit only has a series after it counted something;
+//   - the counters in Redis (key and count), so that both can share one
+//     Redis while a Deployment rolls from one to the other;
+//   - LOG_FORMAT=json: every line limiterd writes is a JSON object
+//     (envoyproxy/ratelimit writes its first line in logrus's text format,
+//     before it reads LOG_FORMAT).
+//
+// Intended differences, not compared: limiterd's own metrics (limiterd_*,
+// Go and process collectors) and envoyproxy/ratelimit's others
+// (statsd_exporter_*, ratelimit_go_*, ratelimit_redis_pool_*,
+// ratelimit_service_config_load_*, ..._total_requests,
+// ..._response_time_seconds), of which those named ratelimit_service_* are listed in the log when limiterd
+// lacks them; the series envoyproxy/ratelimit's default statsd mapping
+// leaves unmapped, which name a metric after what a caller sent (an
+// unknown domain becomes ratelimit_service_rate_limit_<domain>_domain_not_found):
+// limiterd never makes a metric name out of a caller's input; the expiry
+// of counters, which both draw at random up to
+// EXPIRATION_JITTER_MAX_SECONDS; the bodies' JSON formatting.
+func TestDropInForEnvoyRatelimit(t *testing.T) {
+	theirBin := envoyRatelimitBin(t)
+	ourBin := buildLimiterd(t)
+
+	root := t.TempDir()
+	writeRuntime(t, root, "v1", apiRules)
+	current := filepath.Join(root, "current")
+	if err := os.Symlink("v1", current); err != nil {
+		t.Fatal(err)
+	}
+	theirs := startDropIn(t, "envoyproxy/ratelimit", theirBin, current)
+	ours := startDropIn(t, "limiterd", ourBin, current)
+	oursAtStart := ours.scrape(t)
+
+	compareHealth(t, ours, theirs)
+	compareRLConfig(t, ours, theirs)
+	r := rand.New(rand.NewPCG(3, 4))
+	over := compareRound(t, ours, theirs, r, 300)
+
+	// The ConfigMap way: a new version beside the old, then the symlink
+	// replaced in one rename.
+	writeRuntime(t, root, "v2", apiRulesReloaded)
+	if err := os.Symlink("v2", current+".new"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(current+".new", current); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []*dropInProc{theirs, ours} {
+		waitFor(t, p.name+" to load the swapped runtime directory", func() bool {
+			_, body := p.get(t, p.debug, "/rlconfig")
+			return slices.Contains(strings.Split(body, "\n"), reloadedLine)
+		})
+	}
+	oursAfterReload := ours.scrape(t)
+	compareRLConfig(t, ours, theirs)
+	over += compareRound(t, ours, theirs, r, 200)
+	if !t.Failed() && over == 0 {
+		t.Errorf("no request went over a limit: the sequence does not exercise both answers")
+	}
+	compareHealth(t, ours, theirs)
+	compareMetrics(t, ours, theirs, oursAtStart, oursAfterReload)
+	compareCounters(t, ours, theirs)
+	ours.checkJSONLog(t)
+}
+
+// writeRuntime writes the rule files of one version of the runtime
+// directory: RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY.
+func writeRuntime(t *testing.T, root, version, api string) {
+	t.Helper()
+	dir := filepath.Join(root, version, "ratelimit", "config")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, dir, "cmp.yaml", compareRules)
+	writeFile(t, dir, "api.yaml", api)
+}
+
+// buildLimiterd builds ./cmd/limiterd into the test's directory, with the
+// race detector when the test has it.
+func buildLimiterd(t *testing.T) string {
+	t.Helper()
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("no go command to build limiterd: %v", err)
+	}
+	bin := filepath.Join(t.TempDir(), "limiterd")
+	args := []string{"build", "-o", bin}
+	if raceBuild {
+		args = append(args, "-race")
+	}
+	out, err := exec.Command(goCmd, append(args, "github.com/costwise/batcher/cmd/limiterd")...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("building limiterd: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// dropInProc is one of the two services, run as a process of its own.
+type dropInProc struct {
+	name                       string
+	redis                      *redistest.Server
+	http, grpc, debug, metrics string
+	out                        *syncBuffer
+	exited                     chan struct{}
+	err                        error
+}
+
+// dropInEnv is the one environment both services get, apart from their
+// ports and their Redis: envoyproxy/ratelimit's variables and nothing of
+// the test's own environment but PATH.
+func dropInEnv(runtimeRoot, redisAddr string, port, grpcPort, debugPort, metricsPort int) []string {
+	return []string{
+		"PATH=" + os.Getenv("PATH"),
+		"HOST=127.0.0.1", fmt.Sprintf("PORT=%d", port),
+		"GRPC_HOST=127.0.0.1", fmt.Sprintf("GRPC_PORT=%d", grpcPort),
+		"DEBUG_HOST=127.0.0.1", fmt.Sprintf("DEBUG_PORT=%d", debugPort),
+		"LOG_LEVEL=info", "LOG_FORMAT=json",
+		"USE_STATSD=false", "USE_PROMETHEUS=true", fmt.Sprintf("PROMETHEUS_ADDR=127.0.0.1:%d", metricsPort),
+		"PROMETHEUS_PATH=/metrics",
+		// envoyproxy/ratelimit publishes its counters to Prometheus at each
+		// flush (every 10 s by default); 1 s keeps the test short.
+		"STATS_FLUSH_INTERVAL=1s",
+		"RUNTIME_ROOT=" + runtimeRoot, "RUNTIME_SUBDIRECTORY=ratelimit", "RUNTIME_APPDIRECTORY=config",
+		"RUNTIME_WATCH_ROOT=true", "RUNTIME_IGNOREDOTFILES=true",
+		"BACKEND_TYPE=redis", "REDIS_SOCKET_TYPE=tcp", "REDIS_TYPE=SINGLE", "REDIS_URL=" + redisAddr,
+		"REDIS_POOL_SIZE=4",
+		"CACHE_KEY_PREFIX=dropin_",
+		"NEAR_LIMIT_RATIO=0.5",
+		"LIMIT_RESPONSE_HEADERS_ENABLED=true",
+		"LIMIT_LIMIT_HEADER=" + limitHeader, "LIMIT_REMAINING_HEADER=" + remainingHeader, "LIMIT_RESET_HEADER=" + resetHeader,
+	}
+}
+
+// startDropIn starts bin with its own Redis and ports and the environment
+// of dropInEnv, waits until /healthcheck answers 200 and every port
+// accepts connections, and stops it at cleanup: SIGTERM, then SIGKILL
+// after 10 s. limiterd must exit with status 0 on SIGTERM.
+func startDropIn(t *testing.T, name, bin, runtimeRoot string) *dropInProc {
+	t.Helper()
+	p := &dropInProc{name: name, redis: redistest.StartServer(t), out: &syncBuffer{}, exited: make(chan struct{})}
+	ports := [4]int{}
+	for i := range ports {
+		ports[i] = redistest.FreePort(t)
+	}
+	p.http, p.grpc, p.debug, p.metrics = loopback(ports[0]), loopback(ports[1]), loopback(ports[2]), loopback(ports[3])
+	cmd := exec.Command(bin)
+	cmd.Env = dropInEnv(runtimeRoot, p.redis.Addr(), ports[0], ports[1], ports[2], ports[3])
+	cmd.Stdout, cmd.Stderr = p.out, p.out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting %s: %v", name, err)
+	}
+	go func() { p.err = cmd.Wait(); close(p.exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.exited:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-p.exited
+			if name == "limiterd" {
+				t.Errorf("limiterd did not stop within 10 s of SIGTERM")
+			}
+		}
+		if name == "limiterd" && p.err != nil && !t.Failed() {
+			t.Errorf("limiterd on SIGTERM: %v\n%s", p.err, lastLines(p.out.String(), 10))
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		why := p.notReady()
+		if why == "" {
+			break
+		}
+		select {
+		case <-p.exited:
+			t.Fatalf("%s exited (%v) with the environment\n  %s\n%s", name, p.err, strings.Join(cmd.Env, "\n  "), lastLines(p.out.String(), 20))
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not serve within 30 s: %s\n%s", name, why, lastLines(p.out.String(), 20))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return p
+}
+
+func loopback(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
+
+// notReady says what does not answer yet: /healthcheck with 200, or one of
+// the ports; "" when everything does.
+func (p *dropInProc) notReady() string {
+	for _, port := range []struct{ name, addr string }{{"GRPC_PORT", p.grpc}, {"DEBUG_PORT", p.debug}, {"PROMETHEUS_ADDR", p.metrics}} {
+		c, err := net.DialTimeout("tcp", port.addr, time.Second)
+		if err != nil {
+			return fmt.Sprintf("%s %s: %v", port.name, port.addr, err)
+		}
+		c.Close()
+	}
+	c := http.Client{Timeout: time.Second}
+	resp, err := c.Get("http://" + p.http + "/healthcheck")
+	if err != nil {
+		return fmt.Sprintf("PORT %s: %v", p.http, err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Sprintf("GET /healthcheck on %s: %d", p.http, resp.StatusCode)
+	}
+	return ""
+}
+
+// get fetches path from addr and returns the status and the body.
+func (p *dropInProc) get(t *testing.T, addr, path string) (int, string) {
+	t.Helper()
+	c := http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Get("http://" + addr + path)
+	if err != nil {
+		t.Fatalf("%s GET %s: %v", p.name, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s GET %s: %v", p.name, path, err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+// compareHealth compares GET /healthcheck.
+func compareHealth(t *testing.T, ours, theirs *dropInProc) {
+	t.Helper()
+	sa, ba := ours.get(t, ours.http, "/healthcheck")
+	sb, bb := theirs.get(t, theirs.http, "/healthcheck")
+	if sa != sb || ba != bb {
+		t.Errorf("/healthcheck: limiterd answers %d %q, envoyproxy/ratelimit %d %q", sa, ba, sb, bb)
+	}
+}
+
+// compareRLConfig compares GET /rlconfig on the debug port, line by line
+// in sorted order.
+func compareRLConfig(t *testing.T, ours, theirs *dropInProc) {
+	t.Helper()
+	sa, ba := ours.get(t, ours.debug, "/rlconfig")
+	sb, bb := theirs.get(t, theirs.debug, "/rlconfig")
+	if sb != http.StatusOK || !strings.Contains(bb, "cmp.user: unit=HOUR requests_per_unit=5") {
+		t.Fatalf("envoyproxy/ratelimit's /rlconfig: %d %q", sb, bb)
+	}
+	la, lb := sortedLines(ba), sortedLines(bb)
+	if sa != sb || !slices.Equal(la, lb) {
+		t.Errorf("/rlconfig: limiterd answers %d\n  %s\nenvoyproxy/ratelimit %d\n  %s",
+			sa, strings.Join(la, "\n  "), sb, strings.Join(lb, "\n  "))
+	}
+}
+
+func sortedLines(s string) []string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if l != "" {
+			out = append(out, l)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// apiMenu is what dropInRequest draws the api domain's descriptors from.
+var apiMenu = [][]string{
+	{"remote_address", "10.0.0.1"}, {"remote_address", "10.0.0.2"},
+	{"route", "checkout", "remote_address", "10.0.0.1"}, {"route", "checkout", "remote_address", "10.0.0.3"},
+	{"route", "checkout"}, {"route", "search"}, {"plan", "gold"}, {"plan", "free"},
+}
+
+// dropInRequest draws a request of compareRules' domain, of the api
+// domain or, now and then, of a domain no rule names.
+func dropInRequest(r *rand.Rand) *rlsv3.RateLimitRequest {
+	switch r.IntN(10) {
+	case 0:
+		return &rlsv3.RateLimitRequest{Domain: "nosuch", Descriptors: []*rlv3.RateLimitDescriptor{{
+			Entries: []*rlv3.RateLimitDescriptor_Entry{{Key: "user", Value: "u1"}}}}}
+	case 1, 2, 3:
+		req := &rlsv3.RateLimitRequest{Domain: "api", HitsAddend: uint32(r.IntN(3))}
+		for range 1 + r.IntN(2) {
+			kv := apiMenu[r.IntN(len(apiMenu))]
+			d := &rlv3.RateLimitDescriptor{}
+			for i := 0; i < len(kv); i += 2 {
+				d.Entries = append(d.Entries, &rlv3.RateLimitDescriptor_Entry{Key: kv[i], Value: kv[i+1]})
+			}
+			if r.IntN(6) == 0 {
+				d.HitsAddend = wrapperspb.UInt64(uint64(r.IntN(3)))
+			}
+			req.Descriptors = append(req.Descriptors, d)
+		}
+		return req
+	}
+	return randomRequest(r)
+}
+
+// compareRound sends n requests to both services in lockstep, every
+// other one over POST /json, and returns how many were over the limit.
+// It stops at the first difference: the counters differ from then on.
+func compareRound(t *testing.T, ours, theirs *dropInProc, r *rand.Rand, n int) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	a, b := rlsv3.NewRateLimitServiceClient(dial(t, ours.grpc)), rlsv3.NewRateLimitServiceClient(dial(t, theirs.grpc))
+	over := 0
+	for i := range n {
+		// Both calls inside one window of the per-minute rules.
+		redistest.AwayFromWindowEdge(time.Minute, 500*time.Millisecond)
+		req := dropInRequest(r)
+		var ra, rb *rlsv3.RateLimitResponse
+		var diff string
+		if i%2 == 0 {
+			var err error
+			if ra, err = a.ShouldRateLimit(ctx, req); err != nil {
+				t.Errorf("request %d to limiterd over gRPC: %v\n%v", i, err, req)
+				return over
+			}
+			if rb, err = b.ShouldRateLimit(ctx, req); err != nil {
+				t.Fatalf("request %d to envoyproxy/ratelimit over gRPC: %v\n%v", i, err, req)
+			}
+		} else {
+			var ha, hb string
+			ra, ha = ours.postJSON(t, req)
+			rb, hb = theirs.postJSON(t, req)
+			if ha != hb {
+				diff = fmt.Sprintf("/json: limiterd answers %s, envoyproxy/ratelimit %s", ha, hb)
+			}
+		}
+		if diff == "" {
+			diff = responseDiff(ra, rb)
+		}
+		if diff != "" {
+			api := "gRPC"
+			if i%2 == 1 {
+				api = "/json"
+			}
+			t.Errorf("request %d over %s: %s\nrequest: %s\nlimiterd:             %s\nenvoyproxy/ratelimit: %s",
+				i, api, diff, prototext.Format(req), prototext.Format(ra), prototext.Format(rb))
+			return over
+		}
+		if rb.GetOverallCode() == rlsv3.RateLimitResponse_OVER_LIMIT {
+			over++
+		}
+	}
+	t.Logf("%d requests, %d over the limit, the same answers", n, over)
+	return over
+}
+
+// postJSON sends req to POST /json and returns the decoded answer and the
+// HTTP status and content type (nil when the body is not an answer).
+func (p *dropInProc) postJSON(t *testing.T, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, string) {
+	t.Helper()
+	body, err := protojson.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Post("http://"+p.http+"/json", "application/json", strings.NewReader(string(body)))
+	if err != nil {
+		t.Fatalf("%s POST /json: %v", p.name, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s POST /json: %v", p.name, err)
+	}
+	status := fmt.Sprintf("%d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	out := &rlsv3.RateLimitResponse{}
+	if err := protojson.Unmarshal(b, out); err != nil {
+		return nil, fmt.Sprintf("%s %q", status, b)
+	}
+	return out, status
+}
+
+// responseDiff says how two answers differ, or returns "". Durations until
+// reset and the reset header may differ by one second.
+func responseDiff(ours, theirs *rlsv3.RateLimitResponse) string {
+	if ours == nil || theirs == nil {
+		return "no answer to compare"
+	}
+	a, b := proto.Clone(ours).(*rlsv3.RateLimitResponse), proto.Clone(theirs).(*rlsv3.RateLimitResponse)
+	if len(a.Statuses) == len(b.Statuses) {
+		for i, x := range a.Statuses {
+			y := b.Statuses[i]
+			if (x.DurationUntilReset == nil) != (y.DurationUntilReset == nil) {
+				return fmt.Sprintf("status %d: duration_until_reset present in one only", i)
+			}
+			if d := x.DurationUntilReset.GetSeconds() - y.DurationUntilReset.GetSeconds(); d < -1 || d > 1 {
+				return fmt.Sprintf("status %d: duration_until_reset %v and %v", i, x.DurationUntilReset.AsDuration(), y.DurationUntilReset.AsDuration())
+			}
+			x.DurationUntilReset, y.DurationUntilReset = nil, nil
+		}
+	}
+	if len(a.ResponseHeadersToAdd) == len(b.ResponseHeadersToAdd) {
+		for i, x := range a.ResponseHeadersToAdd {
+			y := b.ResponseHeadersToAdd[i]
+			if !strings.EqualFold(x.Key, resetHeader) || !strings.EqualFold(y.Key, resetHeader) {
+				continue
+			}
+			if secondsApart(x, y) {
+				y.Value = x.Value
+			}
+		}
+	}
+	if !proto.Equal(a, b) {
+		return "the answers differ"
+	}
+	return ""
+}
+
+// secondsApart reports whether two headers hold integers at most 1 apart.
+func secondsApart(x, y *corev3.HeaderValue) bool {
+	u, err1 := strconv.ParseInt(x.Value, 10, 64)
+	v, err2 := strconv.ParseInt(y.Value, 10, 64)
+	return err1 == nil && err2 == nil && u-v >= -1 && u-v <= 1
+}
+
+// scrape reads the Prometheus text exposition on PROMETHEUS_ADDR into
+// series (name and sorted labels) and values.
+func (p *dropInProc) scrape(t *testing.T) map[string]float64 {
+	t.Helper()
+	status, body := p.get(t, p.metrics, "/metrics")
+	if status != http.StatusOK {
+		t.Fatalf("%s /metrics: %d %s", p.name, status, body)
+	}
+	out := map[string]float64{}
+	for _, line := range strings.Split(body, "\n") {
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		series, value, err := parseSample(line)
+		if err != nil {
+			t.Fatalf("%s /metrics: %v in %q", p.name, err, line)
+		}
+		out[series] = value
+	}
+	return out
+}
+
+// parseSample parses one sample line of the text exposition format:
+// name, optional {labels}, value, optional timestamp.
+func parseSample(line string) (string, float64, error) {
+	i := strings.IndexAny(line, "{ ")
+	if i < 0 {
+		return "", 0, fmt.Errorf("no value")
+	}
+	name, rest := line[:i], line[i:]
+	var labels []string
+	if rest[0] == '{' {
+		rest = rest[1:]
+		for {
+			rest = strings.TrimLeft(rest, ", ")
+			if strings.HasPrefix(rest, "}") {
+				rest = rest[1:]
+				break
+			}
+			eq := strings.Index(rest, `="`)
+			if eq < 0 {
+				return "", 0, fmt.Errorf("bad label")
+			}
+			key := rest[:eq]
+			rest = rest[eq+2:]
+			var v strings.Builder
+			for {
+				if rest == "" {
+					return "", 0, fmt.Errorf("unterminated label value")
+				}
+				c := rest[0]
+				rest = rest[1:]
+				if c == '"' {
+					break
+				}
+				if c == '\\' && rest != "" {
+					c = rest[0]
+					rest = rest[1:]
+					if c == 'n' {
+						c = '\n'
+					}
+				}
+				v.WriteByte(c)
+			}
+			labels = append(labels, key+"="+strconv.Quote(v.String()))
+		}
+	}
+	fields := strings.Fields(rest)
+	if len(fields) == 0 {
+		return "", 0, fmt.Errorf("no value")
+	}
+	value, err := strconv.ParseFloat(fields[0], 64)
+	if err != nil {
+		return "", 0, err
+	}
+	sort.Strings(labels)
+	return name + "{" + strings.Join(labels, ",") + "}", value, nil
+}
+
+// ratelimitSeries is the prefix of the series compared, those of
+// envoyproxy/ratelimit's default statsd mapping for its per-descriptor
+// counters.
+const ratelimitSeries = "ratelimit_service_rate_limit_"
+
+// mappedRatelimitSeries reports whether a series is one of the five the
+// mapping names (total_hits, over_limit, near_limit, within_limit,
+// shadow_mode); the others under the prefix are statsd names it leaves
+// unmapped, with what a caller sent in the metric's name.
+func mappedRatelimitSeries(series string) bool {
+	name, _, _ := strings.Cut(series, "{")
+	switch strings.TrimPrefix(name, ratelimitSeries) {
+	case "total_hits", "over_limit", "near_limit", "within_limit", "shadow_mode":
+		return true
+	}
+	return false
+}
+
+// compareMetrics waits until envoyproxy/ratelimit has published its
+// counters (two scrapes a flush apart agree) and checks that limiterd
+// exports each of its per-descriptor series with the same value, and
+// exported it with value 0 before it counted anything (at its start, or
+// after the reload for the rules the reload added).
+func compareMetrics(t *testing.T, ours, theirs *dropInProc, atStart, afterReload map[string]float64) {
+	t.Helper()
+	var want map[string]float64
+	waitFor(t, "envoyproxy/ratelimit's counters to settle", func() bool {
+		prev := want
+		time.Sleep(1500 * time.Millisecond)
+		want = theirs.scrape(t)
+		return prev != nil && sameSeries(prev, want, ratelimitSeries) && want[ratelimitSeries+`total_hits{domain="cmp",key1="user"}`] > 0
+	})
+	got := ours.scrape(t)
+	var compared []string
+	var other []string
+	for series, v := range want {
+		if !strings.HasPrefix(series, "ratelimit_service_") {
+			continue
+		}
+		if !strings.HasPrefix(series, ratelimitSeries) {
+			if _, ok := got[series]; !ok {
+				other = append(other, series)
+			}
+			continue
+		}
+		if !mappedRatelimitSeries(series) {
+			t.Logf("not compared (unmapped by envoyproxy/ratelimit's default mapping): %s %v", series, v)
+			continue
+		}
+		compared = append(compared, series)
+		if g, ok := got[series]; !ok {
+			t.Errorf("metrics: envoyproxy/ratelimit exports %s %v; limiterd does not", series, v)
+		} else if g != v {
+			t.Errorf("metrics: %s is %v at envoyproxy/ratelimit, %v at limiterd", series, v, g)
+		}
+		if z, ok := atStart[series]; ok && z == 0 {
+			continue
+		} else if z, ok := afterReload[series]; ok && z == 0 {
+			continue
+		}
+		t.Errorf("metrics: limiterd did not export %s with value 0 before its first hit (at start: %v, after the reload: %v)",
+			series, describe(atStart, series), describe(afterReload, series))
+	}
+	sort.Strings(compared)
+	sort.Strings(other)
+	if len(compared) < 10 {
+		t.Errorf("only %d series compared: %v", len(compared), compared)
+	}
+	t.Logf("%d series of envoyproxy/ratelimit compared", len(compared))
+	if len(other) > 0 {
+		t.Logf("envoyproxy/ratelimit's other series that limiterd does not export (not compared):\n  %s", strings.Join(other, "\n  "))
+	}
+}
+
+func describe(m map[string]float64, series string) string {
+	if v, ok := m[series]; ok {
+		return strconv.FormatFloat(v, 'g', -1, 64)
+	}
+	return "absent"
+}
+
+// sameSeries reports whether a and b hold the same series under prefix,
+// with the same values.
+func sameSeries(a, b map[string]float64, prefix string) bool {
+	n := 0
+	for k, v := range a {
+		if !strings.HasPrefix(k, prefix) {
+			continue
+		}
+		n++
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	for k := range b {
+		if strings.HasPrefix(k, prefix) {
+			n--
+		}
+	}
+	return n == 0
+}
+
+// compareCounters checks that both Redis servers hold the same counters
+// (key and count), each with an expiry.
+func compareCounters(t *testing.T, ours, theirs *dropInProc) {
+	t.Helper()
+	ctx := context.Background()
+	read := func(p *dropInProc) map[string]string {
+		c := p.redis.Client(t)
+		keys, err := c.Keys(ctx, "*").Result()
+		if err != nil {
+			t.Fatalf("%s's Redis: %v", p.name, err)
+		}
+		out := map[string]string{}
+		for _, k := range keys {
+			v, err := c.Get(ctx, k).Result()
+			if err != nil {
+				t.Fatalf("%s's Redis: GET %s: %v", p.name, k, err)
+			}
+			if ttl, err := c.TTL(ctx, k).Result(); err != nil || ttl <= 0 {
+				t.Errorf("%s's Redis: %s has no expiry (%v, %v)", p.name, k, ttl, err)
+			}
+			out[k] = v
+		}
+		return out
+	}
+	got, want := read(ours), read(theirs)
+	if len(want) == 0 {
+		t.Fatal("envoyproxy/ratelimit's Redis holds no counters")
+	}
+	var diffs []string
+	for k, v := range want {
+		if g, ok := got[k]; !ok {
+			diffs = append(diffs, fmt.Sprintf("%s = %s at envoyproxy/ratelimit, absent at limiterd", k, v))
+		} else if g != v {
+			diffs = append(diffs, fmt.Sprintf("%s = %s at envoyproxy/ratelimit, %s at limiterd", k, v, g))
+		}
+	}
+	for k, v := range got {
+		if _, ok := want[k]; !ok {
+			diffs = append(diffs, fmt.Sprintf("%s = %s at limiterd, absent at envoyproxy/ratelimit", k, v))
+		}
+	}
+	sort.Strings(diffs)
+	if len(diffs) > 0 {
+		t.Errorf("Redis counters differ:\n  %s", strings.Join(diffs, "\n  "))
+	}
+	t.Logf("%d counters in Redis, %d differ", len(want), len(diffs))
+}
+
+// checkJSONLog checks that every line the process wrote is a JSON object.
+func (p *dropInProc) checkJSONLog(t *testing.T) {
+	t.Helper()
+	s := bufio.NewScanner(strings.NewReader(p.out.String()))
+	s.Buffer(nil, 1<<20)
+	n := 0
+	for s.Scan() {
+		line := s.Text()
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		n++
+		var obj map[string]any
+		if err := json.Unmarshal([]byte(line), &obj); err != nil {
+			t.Errorf("LOG_FORMAT=json: %s wrote a line that is not a JSON object: %q", p.name, line)
+			return
+		}
+	}
+	if n == 0 {
+		t.Errorf("LOG_FORMAT=json, LOG_LEVEL=info: %s wrote no line", p.name)
+	}
+}
+
+// TestDropInHarness checks what TestDropInForEnvoyRatelimit relies on
+// against envoyproxy/ratelimit alone: that it starts with dropInEnv and
+// the runtime directory, and that its answers, headers, /rlconfig and
+// metrics are what its rules give by hand.
+func TestDropInHarness(t *testing.T) {
+	bin := envoyRatelimitBin(t)
+	root := t.TempDir()
+	writeRuntime(t, root, "v1", apiRules)
+	current := filepath.Join(root, "current")
+	if err := os.Symlink("v1", current); err != nil {
+		t.Fatal(err)
+	}
+	p := startDropIn(t, "envoyproxy/ratelimit", bin, current)
+	redistest.AwayFromWindowEdge(time.Hour, 10*time.Second)
+	c := rlsv3.NewRateLimitServiceClient(dial(t, p.grpc))
+	req := &rlsv3.RateLimitRequest{Domain: "cmp", Descriptors: []*rlv3.RateLimitDescriptor{{
+		Entries: []*rlv3.RateLimitDescriptor_Entry{{Key: "user", Value: "u1"}}}}}
+	for i := 1; i <= 6; i++ {
+		resp, err := c.ShouldRateLimit(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantCode, remaining := rlsv3.RateLimitResponse_OK, 5-i
+		if i == 6 {
+			wantCode, remaining = rlsv3.RateLimitResponse_OVER_LIMIT, 0
+		}
+		s := resp.GetStatuses()
+		if resp.OverallCode != wantCode || len(s) != 1 || s[0].LimitRemaining != uint32(remaining) ||
+			s[0].CurrentLimit.GetRequestsPerUnit() != 5 || s[0].CurrentLimit.GetUnit() != rlsv3.RateLimitResponse_RateLimit_HOUR ||
+			s[0].DurationUntilReset.GetSeconds() <= 0 || s[0].DurationUntilReset.GetSeconds() > 3600 {
+			t.Fatalf("hit %d: %v", i, resp)
+		}
+		h := map[string]string{}
+		for _, x := range resp.ResponseHeadersToAdd {
+			h[x.Key] = x.Value
+		}
+		if h[limitHeader] != "5" || h[remainingHeader] != strconv.Itoa(remaining) || h[resetHeader] == "" {
+			t.Fatalf("hit %d: headers %v", i, h)
+		}
+	}
+	if resp, status := p.postJSON(t, req); status != "429 application/json" || resp.GetOverallCode() != rlsv3.RateLimitResponse_OVER_LIMIT {
+		t.Fatalf("/json: %s %v", status, resp)
+	}
+	if s, b := p.get(t, p.http, "/healthcheck"); s != http.StatusOK || b != "OK" {
+		t.Fatalf("/healthcheck: %d %q", s, b)
+	}
+	_, body := p.get(t, p.debug, "/rlconfig")
+	if !slices.Contains(sortedLines(body), "cmp.user: unit=HOUR requests_per_unit=5, shadow_mode: false, quota_mode: false") {
+		t.Fatalf("/rlconfig: %q", body)
+	}
+	// 5 per hour, NEAR_LIMIT_RATIO=0.5: hits 3 to 5 are near the limit
+	// (above floor(5*0.5)), 6 and 7 (the /json call) over it.
+	var m map[string]float64
+	defer func() {
+		if t.Failed() {
+			t.Logf("%v", m)
+		}
+	}()
+	waitFor(t, "the counters in /metrics", func() bool {
+		m = p.scrape(t)
+		return m[`ratelimit_service_rate_limit_total_hits{domain="cmp",key1="user"}`] == 7 &&
+			m[`ratelimit_service_rate_limit_over_limit{domain="cmp",key1="user"}`] == 2 &&
+			m[`ratelimit_service_rate_limit_near_limit{domain="cmp",key1="user"}`] == 3 &&
+			m[`ratelimit_service_rate_limit_within_limit{domain="cmp",key1="user"}`] == 5
+	})
+}
+
+// TestDropInComparisons checks the drop-in test's own comparisons: that
+// they tell the differences that matter and let through only the second
+// that may pass between two calls.
+func TestDropInComparisons(t *testing.T) {
+	answer := func(remaining uint32, reset int64, resetValue string) *rlsv3.RateLimitResponse {
+		return &rlsv3.RateLimitResponse{
+			OverallCode: rlsv3.RateLimitResponse_OK,
+			Statuses: []*rlsv3.RateLimitResponse_DescriptorStatus{{
+				Code:               rlsv3.RateLimitResponse_OK,
+				CurrentLimit:       &rlsv3.RateLimitResponse_RateLimit{RequestsPerUnit: 5, Unit: rlsv3.RateLimitResponse_RateLimit_HOUR},
+				LimitRemaining:     remaining,
+				DurationUntilReset: durationpb.New(time.Duration(reset) * time.Second),
+			}},
+			ResponseHeadersToAdd: []*corev3.HeaderValue{
+				{Key: limitHeader, Value: "5"}, {Key: remainingHeader, Value: strconv.Itoa(int(remaining))}, {Key: resetHeader, Value: resetValue},
+			},
+		}
+	}
+	same := []struct{ a, b *rlsv3.RateLimitResponse }{
+		{answer(3, 100, "100"), answer(3, 100, "100")},
+		{answer(3, 100, "100"), answer(3, 101, "99")},
+	}
+	for i, c := range same {
+		if d := responseDiff(c.a, c.b); d != "" {
+			t.Errorf("same %d: %s", i, d)
+		}
+	}
+	noHeaders := answer(3, 100, "100")
+	noHeaders.ResponseHeadersToAdd = nil
+	overLimit := answer(3, 100, "100")
+	overLimit.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+	differ := []struct{ a, b *rlsv3.RateLimitResponse }{
+		{answer(3, 100, "100"), answer(2, 100, "100")},
+		{answer(3, 100, "100"), answer(3, 102, "100")},
+		{answer(3, 100, "100"), answer(3, 100, "102")},
+		{answer(3, 100, "100"), answer(3, 100, "soon")},
+		{answer(3, 100, "100"), noHeaders},
+		{answer(3, 100, "100"), overLimit},
+		{answer(3, 100, "100"), nil},
+	}
+	for i, c := range differ {
+		if d := responseDiff(c.a, c.b); d == "" {
+			t.Errorf("differ %d: no difference found", i)
+		}
+	}
+
+	for line, want := range map[string]string{
+		`up 1`:                                  `up{}`,
+		`a_total{z="1",b="x\"y\\"} 2.5 123`:     `a_total{b="x\"y\\",z="1"}`,
+		`m{key1="path_/api/*",domain="cmp",} 0`: `m{domain="cmp",key1="path_/api/*"}`,
+	} {
+		series, _, err := parseSample(line)
+		if err != nil || series != want {
+			t.Errorf("parseSample(%q) = %q, %v; want %q", line, series, err, want)
+		}
+	}
+	for _, bad := range []string{`up`, `up{a="1} 2`, `up{a} 1`, `up{} x`} {
+		if _, _, err := parseSample(bad); err == nil {
+			t.Errorf("parseSample(%q): no error", bad)
+		}
+	}
+}
