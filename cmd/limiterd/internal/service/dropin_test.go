@@ -24,6 +24,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
@@ -94,6 +95,8 @@ type dropInCase struct {
 	files  map[string]string // file name to rules; api.yaml is swapped for apiRulesReloaded
 	env    []string
 	reset  string // the reset header's name
+	// unhealthy: /healthcheck is not 200 until the swap brings rules.
+	unhealthy bool
 }
 
 // TestDropInForEnvoyRatelimit runs limiterd, built from ./cmd/limiterd and
@@ -163,6 +166,14 @@ func TestDropInForEnvoyRatelimit(t *testing.T) {
 		},
 		reset: "RateLimit-Reset",
 	}, {
+		// No rule file until the swap: unhealthy until then.
+		name:      "no rules yet",
+		layout:    dropInSymlinkedRoot,
+		files:     map[string]string{},
+		env:       []string{"HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED=true"},
+		reset:     "RateLimit-Reset",
+		unhealthy: true,
+	}, {
 		name:   "shadow mode",
 		layout: dropInSymlinkedRoot,
 		files:  two,
@@ -172,16 +183,22 @@ func TestDropInForEnvoyRatelimit(t *testing.T) {
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			root, swap := c.layout(t, c.files)
-			theirs := startDropIn(t, "envoyproxy/ratelimit", theirBin, root, c.env)
-			ours := startDropIn(t, "limiterd", ourBin, root, c.env)
+			theirs := startDropIn(t, "envoyproxy/ratelimit", theirBin, root, c.env, !c.unhealthy)
+			ours := startDropIn(t, "limiterd", ourBin, root, c.env, !c.unhealthy)
 			oursAtStart := ours.scrape(t)
 
-			compareHealth(t, ours, theirs)
-			compareRLConfig(t, ours, theirs)
+			if s := compareHealth(t, ours, theirs); (s == http.StatusOK) == c.unhealthy {
+				t.Fatalf("envoyproxy/ratelimit's /healthcheck answers %d", s)
+			}
+			compareRLConfig(t, ours, theirs, !c.unhealthy)
+			compareErrors(t, ours, theirs)
 			r := rand.New(rand.NewPCG(3, uint64(i)))
 			over := compareRound(t, ours, theirs, r, 300, c.reset)
 
 			next := maps.Clone(c.files)
+			if len(next) == 0 {
+				next = maps.Clone(two)
+			}
 			next["api.yaml"] = apiRulesReloaded
 			swap(next)
 			for _, p := range []*dropInProc{theirs, ours} {
@@ -199,12 +216,14 @@ func TestDropInForEnvoyRatelimit(t *testing.T) {
 					break
 				}
 			}
-			compareRLConfig(t, ours, theirs)
+			compareRLConfig(t, ours, theirs, true)
 			over += compareRound(t, ours, theirs, r, 200, c.reset)
 			if !t.Failed() && over == 0 {
 				t.Errorf("no request went over a limit: the sequence does not exercise both answers")
 			}
-			compareHealth(t, ours, theirs)
+			if s := compareHealth(t, ours, theirs); s != http.StatusOK {
+				t.Errorf("envoyproxy/ratelimit's /healthcheck answers %d with rules", s)
+			}
 			compareMetrics(t, ours, theirs, oursAtStart, oursAfterReload)
 			compareCounters(t, ours, theirs)
 			ours.checkJSONLog(t)
@@ -348,10 +367,10 @@ func dropInEnv(runtimeRoot, redisAddr string, port, grpcPort, debugPort, metrics
 }
 
 // startDropIn starts bin with its own Redis and ports and the environment
-// of dropInEnv, waits until /healthcheck answers 200 and every port
-// accepts connections, and stops it at cleanup: SIGTERM, then SIGKILL
+// of dropInEnv, waits until /healthcheck answers (200 if healthy) and
+// every port accepts connections, and stops it at cleanup: SIGTERM, then SIGKILL
 // after 10 s. limiterd must exit with status 0 on SIGTERM.
-func startDropIn(t *testing.T, name, bin, runtimeRoot string, extraEnv []string) *dropInProc {
+func startDropIn(t *testing.T, name, bin, runtimeRoot string, extraEnv []string, healthy bool) *dropInProc {
 	t.Helper()
 	p := &dropInProc{name: name, redis: redistest.StartServer(t), out: &syncBuffer{}, exited: make(chan struct{})}
 	ports := [4]int{}
@@ -383,7 +402,7 @@ func startDropIn(t *testing.T, name, bin, runtimeRoot string, extraEnv []string)
 	})
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		why := p.notReady()
+		why := p.notReady(healthy)
 		if why == "" {
 			break
 		}
@@ -402,9 +421,9 @@ func startDropIn(t *testing.T, name, bin, runtimeRoot string, extraEnv []string)
 
 func loopback(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
 
-// notReady says what does not answer yet: /healthcheck with 200, or one of
-// the ports; "" when everything does.
-func (p *dropInProc) notReady() string {
+// notReady says what does not answer yet: /healthcheck (with 200 if
+// healthy), or one of the ports; "" when everything does.
+func (p *dropInProc) notReady(healthy bool) string {
 	for _, port := range []struct{ name, addr string }{{"GRPC_PORT", p.grpc}, {"DEBUG_PORT", p.debug}, {"PROMETHEUS_ADDR", p.metrics}} {
 		c, err := net.DialTimeout("tcp", port.addr, time.Second)
 		if err != nil {
@@ -419,7 +438,7 @@ func (p *dropInProc) notReady() string {
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
+	if healthy && resp.StatusCode != http.StatusOK {
 		return fmt.Sprintf("GET /healthcheck on %s: %d", p.http, resp.StatusCode)
 	}
 	return ""
@@ -441,23 +460,69 @@ func (p *dropInProc) get(t *testing.T, addr, path string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// compareHealth compares GET /healthcheck.
-func compareHealth(t *testing.T, ours, theirs *dropInProc) {
+// compareHealth compares GET /healthcheck and returns
+// envoyproxy/ratelimit's status.
+func compareHealth(t *testing.T, ours, theirs *dropInProc) int {
 	t.Helper()
 	sa, ba := ours.get(t, ours.http, "/healthcheck")
 	sb, bb := theirs.get(t, theirs.http, "/healthcheck")
 	if sa != sb || ba != bb {
 		t.Errorf("/healthcheck: limiterd answers %d %q, envoyproxy/ratelimit %d %q", sa, ba, sb, bb)
 	}
+	return sb
+}
+
+// compareErrors sends requests both must refuse: over gRPC, an error for
+// both, over POST /json the same status and content type. The gRPC codes
+// and the bodies are logged, not compared: limiterd answers
+// InvalidArgument where envoyproxy/ratelimit answers Unknown (Envoy takes
+// any error as a failure of the service), and its 400 says what is wrong
+// where envoyproxy/ratelimit's says "Bad Request".
+func compareErrors(t *testing.T, ours, theirs *dropInProc) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	a, b := rlsv3.NewRateLimitServiceClient(dial(t, ours.grpc)), rlsv3.NewRateLimitServiceClient(dial(t, theirs.grpc))
+	user := []*rlv3.RateLimitDescriptor{{Entries: []*rlv3.RateLimitDescriptor_Entry{{Key: "user", Value: "u9"}}}}
+	for _, req := range []*rlsv3.RateLimitRequest{{Domain: "cmp"}, {Descriptors: user}} {
+		ra, errA := a.ShouldRateLimit(ctx, req)
+		rb, errB := b.ShouldRateLimit(ctx, req)
+		if errB == nil {
+			t.Fatalf("envoyproxy/ratelimit answers %v to %v", rb, req)
+		}
+		if errA == nil {
+			t.Errorf("gRPC %v: limiterd answers %v, envoyproxy/ratelimit refuses it: %v", req, ra, errB)
+			continue
+		}
+		t.Logf("gRPC %v: limiterd refuses it with %v, envoyproxy/ratelimit with %v", req, status.Code(errA), status.Code(errB))
+	}
+	c := http.Client{Timeout: 10 * time.Second}
+	for _, body := range []string{"{not json", `{"domain":"cmp"}`, `{"descriptors":[{"entries":[{"key":"user","value":"u9"}]}]}`} {
+		var got, bodies [2]string
+		for i, p := range []*dropInProc{ours, theirs} {
+			resp, err := c.Post("http://"+p.http+"/json", "application/json", strings.NewReader(body))
+			if err != nil {
+				t.Fatalf("%s POST /json: %v", p.name, err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			got[i] = fmt.Sprintf("%d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+			bodies[i] = string(b)
+		}
+		if got[0] != got[1] {
+			t.Errorf("POST /json %s: limiterd answers %s, envoyproxy/ratelimit %s", body, got[0], got[1])
+		}
+		t.Logf("POST /json %s: %s; limiterd says %q, envoyproxy/ratelimit %q", body, got[1], bodies[0], bodies[1])
+	}
 }
 
 // compareRLConfig compares GET /rlconfig on the debug port, line by line
-// in sorted order.
-func compareRLConfig(t *testing.T, ours, theirs *dropInProc) {
+// in sorted order; rules says whether there are any.
+func compareRLConfig(t *testing.T, ours, theirs *dropInProc, rules bool) {
 	t.Helper()
 	sa, ba := ours.get(t, ours.debug, "/rlconfig")
 	sb, bb := theirs.get(t, theirs.debug, "/rlconfig")
-	if sb != http.StatusOK || !strings.Contains(bb, "cmp.user: unit=HOUR requests_per_unit=5") {
+	if sb != http.StatusOK || rules && !strings.Contains(bb, "cmp.user: unit=HOUR requests_per_unit=5") {
 		t.Fatalf("envoyproxy/ratelimit's /rlconfig: %d %q", sb, bb)
 	}
 	la, lb := sortedLines(ba), sortedLines(bb)
@@ -961,7 +1026,7 @@ func TestDropInHarness(t *testing.T) {
 	bin := envoyRatelimitBin(t)
 	root, _ := dropInSymlinkedRoot(t, map[string]string{"cmp.yaml": compareRules, "api.yaml": apiRules})
 	p := startDropIn(t, "envoyproxy/ratelimit", bin, root, []string{"NEAR_LIMIT_RATIO=0.5",
-		"LIMIT_LIMIT_HEADER=" + limitHeader, "LIMIT_REMAINING_HEADER=" + remainingHeader, "LIMIT_RESET_HEADER=" + resetHeader})
+		"LIMIT_LIMIT_HEADER=" + limitHeader, "LIMIT_REMAINING_HEADER=" + remainingHeader, "LIMIT_RESET_HEADER=" + resetHeader}, true)
 	redistest.AwayFromWindowEdge(time.Hour, 10*time.Second)
 	c := rlsv3.NewRateLimitServiceClient(dial(t, p.grpc))
 	req := &rlsv3.RateLimitRequest{Domain: "cmp", Descriptors: []*rlv3.RateLimitDescriptor{{
