@@ -122,26 +122,46 @@ type dropInCase struct {
 //   - every ratelimit_service_rate_limit_* series envoyproxy/ratelimit
 //     exports on PROMETHEUS_ADDR, with its labels and value; limiterd must
 //     also export each with value 0 before its first hit, where
-//     envoyproxy/ratelimit only has a series after it counted something;
+//     envoyproxy/ratelimit only has a series after it counted something.
+//     Its local cache's counter, which its default statsd mapping leaves
+//     unmapped (ratelimit_service_rate_limit_<domain>_<key>_over_limit_with_local_cache),
+//     is compared with limiterd's ..._over_limit_with_local_cache{domain,key1};
 //   - the counters in Redis (key and count), so that both can share one
 //     Redis while a Deployment rolls from one to the other;
 //   - LOG_FORMAT=json: every line limiterd writes is a JSON object
 //     (envoyproxy/ratelimit writes its first line in logrus's text format,
 //     before it reads LOG_FORMAT).
 //
-// Intended differences, not compared: limiterd's own metrics (limiterd_*,
-// Go and process collectors) and envoyproxy/ratelimit's others
-// (statsd_exporter_*, ratelimit_go_*, ratelimit_redis_pool_*,
-// ratelimit_service_config_load_*, ..._total_requests,
-// ..._response_time_seconds, ..._global_shadow_mode), of which those named
-// ratelimit_service_* are listed in the log when limiterd lacks them; the
-// series envoyproxy/ratelimit's default statsd mapping leaves unmapped,
-// which name a metric after what a caller sent (an unknown domain becomes
-// ratelimit_service_rate_limit_<domain>_domain_not_found) or after a
-// counter of its local cache (..._<key>_over_limit_with_local_cache):
-// limiterd never makes a metric name out of a caller's input; the expiry of
-// counters, which both draw at random up to EXPIRATION_JITTER_MAX_SECONDS;
-// the bodies' JSON formatting.
+// The deployments: a symlinked root with header names of its own and
+// NEAR_LIMIT_RATIO; a ConfigMap volume with MERGE_DOMAIN_CONFIG (a domain
+// in two files), STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT and
+// LOCAL_CACHE_SIZE_IN_BYTES; no rule file until the swap, with
+// HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED (unhealthy, then healthy);
+// SHADOW_MODE.
+//
+// Intended differences, not compared:
+//   - limiterd's own metrics (limiterd_*, Go and process collectors) and
+//     envoyproxy/ratelimit's others (statsd_exporter_*, ratelimit_go_*,
+//     ratelimit_redis_pool_*, ratelimit_service_config_load_*,
+//     ..._total_requests, ..._response_time_seconds, ..._global_shadow_mode),
+//     of which those named ratelimit_service_* are listed in the log when
+//     limiterd lacks them;
+//   - ratelimit_service_rate_limit_<domain>_domain_not_found, which
+//     envoyproxy/ratelimit names after the unknown domain a caller sent:
+//     limiterd makes no metric name out of a caller's input;
+//   - over_limit of a key of two levels with the local cache on: the
+//     mapping's over_limit regular expression is not anchored at its end
+//     and also takes ..._over_limit_with_local_cache there, so
+//     envoyproxy/ratelimit's over_limit is the sum of both counters where
+//     limiterd's counts the answers over the limit; the test checks that
+//     sum;
+//   - refusals: limiterd answers InvalidArgument over gRPC where
+//     envoyproxy/ratelimit answers Unknown (Envoy takes any error as a
+//     failure), and its 400 on /json says what is wrong where
+//     envoyproxy/ratelimit's says "Bad Request" (status and content type
+//     are compared);
+//   - the expiry of counters, which both draw at random up to
+//     EXPIRATION_JITTER_MAX_SECONDS, and the JSON formatting of /json.
 func TestDropInForEnvoyRatelimit(t *testing.T) {
 	theirBin := envoyRatelimitBin(t)
 	ourBin := buildLimiterd(t)
@@ -474,10 +494,8 @@ func compareHealth(t *testing.T, ours, theirs *dropInProc) int {
 
 // compareErrors sends requests both must refuse: over gRPC, an error for
 // both, over POST /json the same status and content type. The gRPC codes
-// and the bodies are logged, not compared: limiterd answers
-// InvalidArgument where envoyproxy/ratelimit answers Unknown (Envoy takes
-// any error as a failure of the service), and its 400 says what is wrong
-// where envoyproxy/ratelimit's says "Bad Request".
+// and the bodies are logged, not compared (TestDropInForEnvoyRatelimit
+// says why).
 func compareErrors(t *testing.T, ours, theirs *dropInProc) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
