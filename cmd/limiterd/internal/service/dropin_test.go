@@ -24,6 +24,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/encoding/prototext"
@@ -112,8 +113,9 @@ type dropInCase struct {
 //     remaining hits, the response headers and, for /json, the HTTP status
 //     and content type. Durations until reset (the reset header too) may
 //     differ by the second that can pass between the two calls;
-//   - GET /healthcheck's status and body, and GET /rlconfig on the debug
-//     port (its lines, which envoyproxy/ratelimit prints in map order);
+//   - GET /healthcheck's status and body, the gRPC health service's
+//     answers, and GET /rlconfig on the debug port (its lines, which
+//     envoyproxy/ratelimit prints in map order);
 //   - the rules after the runtime directory is swapped, as a deployment
 //     swaps it: RUNTIME_ROOT a symlink to a versioned directory replaced in
 //     one rename (RUNTIME_WATCH_ROOT=true), or a Kubernetes ConfigMap
@@ -480,14 +482,31 @@ func (p *dropInProc) get(t *testing.T, addr, path string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// compareHealth compares GET /healthcheck and returns
-// envoyproxy/ratelimit's status.
+// compareHealth compares GET /healthcheck and the gRPC health service's
+// answers for the server ("") and for "ratelimit" (the service name
+// envoyproxy/ratelimit reports its health under), and returns
+// envoyproxy/ratelimit's HTTP status.
 func compareHealth(t *testing.T, ours, theirs *dropInProc) int {
 	t.Helper()
 	sa, ba := ours.get(t, ours.http, "/healthcheck")
 	sb, bb := theirs.get(t, theirs.http, "/healthcheck")
 	if sa != sb || ba != bb {
 		t.Errorf("/healthcheck: limiterd answers %d %q, envoyproxy/ratelimit %d %q", sa, ba, sb, bb)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, svc := range []string{"", "ratelimit"} {
+		var got [2]string
+		for i, p := range []*dropInProc{ours, theirs} {
+			resp, err := healthpb.NewHealthClient(dial(t, p.grpc)).Check(ctx, &healthpb.HealthCheckRequest{Service: svc})
+			got[i] = resp.GetStatus().String()
+			if err != nil {
+				got[i] = status.Code(err).String()
+			}
+		}
+		if got[0] != got[1] {
+			t.Errorf("grpc.health.v1 Check %q: limiterd answers %s, envoyproxy/ratelimit %s", svc, got[0], got[1])
+		}
 	}
 	return sb
 }
