@@ -162,6 +162,10 @@ type dropInCase struct {
 //     failure), and its 400 on /json says what is wrong where
 //     envoyproxy/ratelimit's says "Bad Request" (status and content type
 //     are compared);
+//   - the gRPC health service's status for the whole server (service ""),
+//     which a Kubernetes gRPC probe asks by default: envoyproxy/ratelimit
+//     leaves it at grpc-go's SERVING whatever its health (only "ratelimit"
+//     follows /healthcheck), limiterd makes it follow /healthcheck too;
 //   - the expiry of counters, which both draw at random up to
 //     EXPIRATION_JITTER_MAX_SECONDS, and the JSON formatting of /json.
 func TestDropInForEnvoyRatelimit(t *testing.T) {
@@ -483,8 +487,9 @@ func (p *dropInProc) get(t *testing.T, addr, path string) (int, string) {
 }
 
 // compareHealth compares GET /healthcheck and the gRPC health service's
-// answers for the server ("") and for "ratelimit" (the service name
-// envoyproxy/ratelimit reports its health under), and returns
+// answers for "ratelimit" (the service name envoyproxy/ratelimit reports
+// its health under) and for the server (""), which at limiterd must follow
+// /healthcheck (TestDropInForEnvoyRatelimit says why), and returns
 // envoyproxy/ratelimit's HTTP status.
 func compareHealth(t *testing.T, ours, theirs *dropInProc) int {
 	t.Helper()
@@ -504,8 +509,15 @@ func compareHealth(t *testing.T, ours, theirs *dropInProc) int {
 				got[i] = status.Code(err).String()
 			}
 		}
-		if got[0] != got[1] {
-			t.Errorf("grpc.health.v1 Check %q: limiterd answers %s, envoyproxy/ratelimit %s", svc, got[0], got[1])
+		want := got[1]
+		if svc == "" {
+			want = healthpb.HealthCheckResponse_NOT_SERVING.String()
+			if sb == http.StatusOK {
+				want = healthpb.HealthCheckResponse_SERVING.String()
+			}
+		}
+		if got[0] != want {
+			t.Errorf("grpc.health.v1 Check %q: limiterd answers %s, want %s (envoyproxy/ratelimit answers %s, /healthcheck %d)", svc, got[0], want, got[1], sb)
 		}
 	}
 	return sb
