@@ -29,15 +29,15 @@ var envoyRatelimitBuild struct {
 // LIMITERD_ENVOY_RATELIMIT_BIN when set, or else the one built from the Go
 // module proxy at envoyRatelimitVersion into the user's cache directory,
 // where it is kept for the next run (the first build takes minutes).
-// A build that fails fails the test under CI=true and skips it elsewhere;
+// A build that fails fails the test under CI=true and skips it elsewhere.
 // go test -short skips the test.
 func envoyRatelimitBin(t *testing.T) string {
 	t.Helper()
-	if bin := os.Getenv("LIMITERD_ENVOY_RATELIMIT_BIN"); bin != "" {
-		return bin
-	}
 	if testing.Short() {
 		t.Skip("-short: no comparison with envoyproxy/ratelimit")
+	}
+	if bin := os.Getenv("LIMITERD_ENVOY_RATELIMIT_BIN"); bin != "" {
+		return bin
 	}
 	_, cached := envoyRatelimitCached()
 	envoyRatelimitBuild.once.Do(func() {
