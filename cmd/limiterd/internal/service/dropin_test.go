@@ -577,14 +577,14 @@ func compareRLConfig(t *testing.T, ours, theirs *dropInProc, rules bool) {
 	if sb != http.StatusOK || rules && !strings.Contains(bb, "cmp.user: unit=HOUR requests_per_unit=5") {
 		t.Fatalf("envoyproxy/ratelimit's /rlconfig: %d %q", sb, bb)
 	}
-	la, lb := sortedLines(ba), sortedLines(bb)
+	la, lb := dropInLines(ba), dropInLines(bb)
 	if sa != sb || !slices.Equal(la, lb) {
 		t.Errorf("/rlconfig: limiterd answers %d\n  %s\nenvoyproxy/ratelimit %d\n  %s",
 			sa, strings.Join(la, "\n  "), sb, strings.Join(lb, "\n  "))
 	}
 }
 
-func sortedLines(s string) []string {
+func dropInLines(s string) []string {
 	var out []string
 	for _, l := range strings.Split(s, "\n") {
 		if l != "" {
@@ -1151,7 +1151,7 @@ func TestDropInHarness(t *testing.T) {
 		t.Fatalf("/healthcheck: %d %q", s, b)
 	}
 	_, body := p.get(t, p.debug, "/rlconfig")
-	if !slices.Contains(sortedLines(body), "cmp.user: unit=HOUR requests_per_unit=5, shadow_mode: false, quota_mode: false") {
+	if !slices.Contains(dropInLines(body), "cmp.user: unit=HOUR requests_per_unit=5, shadow_mode: false, quota_mode: false") {
 		t.Fatalf("/rlconfig: %q", body)
 	}
 	// 5 per hour, NEAR_LIMIT_RATIO=0.5: hits 3 to 5 are near the limit
