@@ -367,6 +367,7 @@ type dropInProc struct {
 	name                       string
 	redis                      *redistest.Server
 	http, grpc, debug, metrics string
+	client                     *http.Client // its own connections, closed at cleanup
 	out                        *syncBuffer
 	exited                     chan struct{}
 	err                        error
@@ -401,7 +402,8 @@ func dropInEnv(runtimeRoot, redisAddr string, port, grpcPort, debugPort, metrics
 // after 10 s. limiterd must exit with status 0 on SIGTERM.
 func startDropIn(t *testing.T, name, bin, runtimeRoot string, extraEnv []string, healthy bool) *dropInProc {
 	t.Helper()
-	p := &dropInProc{name: name, redis: redistest.StartServer(t), out: &syncBuffer{}, exited: make(chan struct{})}
+	p := &dropInProc{name: name, redis: redistest.StartServer(t), out: &syncBuffer{}, exited: make(chan struct{}),
+		client: &http.Client{Transport: &http.Transport{}, Timeout: 10 * time.Second}}
 	ports := [4]int{}
 	for i := range ports {
 		ports[i] = redistest.FreePort(t)
@@ -415,6 +417,7 @@ func startDropIn(t *testing.T, name, bin, runtimeRoot string, extraEnv []string,
 	}
 	go func() { p.err = cmd.Wait(); close(p.exited) }()
 	t.Cleanup(func() {
+		p.client.CloseIdleConnections()
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-p.exited:
@@ -460,8 +463,7 @@ func (p *dropInProc) notReady(healthy bool) string {
 		}
 		c.Close()
 	}
-	c := http.Client{Timeout: time.Second}
-	resp, err := c.Get("http://" + p.http + "/healthcheck")
+	resp, err := p.client.Get("http://" + p.http + "/healthcheck")
 	if err != nil {
 		return fmt.Sprintf("PORT %s: %v", p.http, err)
 	}
@@ -476,8 +478,7 @@ func (p *dropInProc) notReady(healthy bool) string {
 // get fetches path from addr and returns the status and the body.
 func (p *dropInProc) get(t *testing.T, addr, path string) (int, string) {
 	t.Helper()
-	c := http.Client{Timeout: 10 * time.Second}
-	resp, err := c.Get("http://" + addr + path)
+	resp, err := p.client.Get("http://" + addr + path)
 	if err != nil {
 		t.Fatalf("%s GET %s: %v", p.name, path, err)
 	}
@@ -548,11 +549,10 @@ func compareErrors(t *testing.T, ours, theirs *dropInProc) {
 		}
 		t.Logf("gRPC %v: limiterd refuses it with %v, envoyproxy/ratelimit with %v", req, status.Code(errA), status.Code(errB))
 	}
-	c := http.Client{Timeout: 10 * time.Second}
 	for _, body := range []string{"{not json", `{"domain":"cmp"}`, `{"descriptors":[{"entries":[{"key":"user","value":"u9"}]}]}`} {
 		var got, bodies [2]string
 		for i, p := range []*dropInProc{ours, theirs} {
-			resp, err := c.Post("http://"+p.http+"/json", "application/json", strings.NewReader(body))
+			resp, err := p.client.Post("http://"+p.http+"/json", "application/json", strings.NewReader(body))
 			if err != nil {
 				t.Fatalf("%s POST /json: %v", p.name, err)
 			}
@@ -693,8 +693,7 @@ func (p *dropInProc) postJSON(t *testing.T, req *rlsv3.RateLimitRequest) (*rlsv3
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := http.Client{Timeout: 10 * time.Second}
-	resp, err := c.Post("http://"+p.http+"/json", "application/json", strings.NewReader(string(body)))
+	resp, err := p.client.Post("http://"+p.http+"/json", "application/json", strings.NewReader(string(body)))
 	if err != nil {
 		t.Fatalf("%s POST /json: %v", p.name, err)
 	}
