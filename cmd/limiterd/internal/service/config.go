@@ -438,9 +438,47 @@ func kindMatches(v *yaml.Node, kind string) bool {
 	return v.Tag == "!!str" || v.Tag == "!!int" || v.Tag == "!!float" // a string may look like a number
 }
 
-// errField builds a validation error of c's file.
+// errField builds a validation error of c's file. A configuration from
+// envoyproxy/ratelimit's variables names the variable first.
 func (c *Config) errField(field, format string, args ...any) error {
+	if v, ok := fieldVariables[field]; ok && c.file == envSource {
+		field = v + " (" + field + ")"
+	}
 	return &ConfigError{File: c.file, Field: field, Reason: fmt.Sprintf(format, args...)}
+}
+
+// fieldVariables are the envoyproxy/ratelimit variables that set the
+// fields whose values can be refused after they are read.
+var fieldVariables = map[string]string{
+	"backends.redis.addr":                   "REDIS_URL",
+	"backends.redis.network":                "REDIS_SOCKET_TYPE",
+	"backends.redis.sentinel_addrs":         "REDIS_URL",
+	"backends.redis.sentinel_master":        "REDIS_URL",
+	"backends.redis.pool_size":              "REDIS_POOL_SIZE",
+	"backends.redis.timeout":                "REDIS_TIMEOUT",
+	"backends.redis.tls.enabled":            "REDIS_TLS",
+	"backends.redis.tls.ca_file":            "REDIS_TLS_CACERT",
+	"backends.redis.tls.cert_file":          "REDIS_TLS_CLIENT_CERT",
+	"backends.redis.tls.key_file":           "REDIS_TLS_CLIENT_KEY",
+	"grpc_tls":                              "GRPC_SERVER_TLS_CERT",
+	"grpc_tls.cert_file":                    "GRPC_SERVER_TLS_CERT",
+	"grpc_tls.key_file":                     "GRPC_SERVER_TLS_KEY",
+	"grpc_tls.client_ca_file":               "GRPC_CLIENT_TLS_CACERT",
+	"grpc_tls.client_san":                   "GRPC_CLIENT_TLS_SAN",
+	"servers.grpc_max_connection_age":       "GRPC_MAX_CONNECTION_AGE",
+	"servers.grpc_max_connection_age_grace": "GRPC_MAX_CONNECTION_AGE_GRACE",
+	"envoy.near_limit_ratio":                "NEAR_LIMIT_RATIO",
+	"envoy.local_cache_size_in_bytes":       "LOCAL_CACHE_SIZE_IN_BYTES",
+	"envoy.expiration_jitter_max":           "EXPIRATION_JITTER_MAX_SECONDS",
+	"envoy.xds":                             "CONFIG_GRPC_XDS_SERVER_URL",
+	"envoy.xds.server_url":                  "CONFIG_GRPC_XDS_SERVER_URL",
+	"envoy.xds.node_metadata":               "CONFIG_GRPC_XDS_NODE_METADATA",
+	"envoy.xds.headers":                     "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS",
+	"envoy.xds.use_tls":                     "CONFIG_GRPC_XDS_SERVER_USE_TLS",
+	"envoy.xds.cert_file":                   "CONFIG_GRPC_XDS_CLIENT_TLS_CERT",
+	"envoy.xds.backoff_initial":             "XDS_CLIENT_BACKOFF_INITIAL_INTERVAL",
+	"envoy.xds.backoff_factor":              "XDS_CLIENT_BACKOFF_RANDOM_FACTOR",
+	"envoy.xds.max_msg_size":                "XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES",
 }
 
 // Validate checks the values: the algorithm and the parameters it needs

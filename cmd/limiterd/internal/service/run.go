@@ -106,8 +106,30 @@ func newFlagSet(v *flagValues, c *Config, stderr io.Writer) *flag.FlagSet {
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "the longest a graceful stop waits for in-flight calls")
 	addLimitFlags(fs, c)
 	addGRPCFlags(fs, &v.grpc)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "Usage of limiterd:")
+		fs.PrintDefaults()
+		fmt.Fprint(fs.Output(), modeHelp)
+	}
 	return fs
 }
+
+// modeHelp ends --help: where the configuration comes from.
+const modeHelp = `
+The configuration comes from, in this order:
+  --config FILE   the file is the whole configuration; envoyproxy/ratelimit's
+                  variables that are set are named in a warning and not read.
+  envoyproxy/ratelimit mode
+                  without --config, when one of envoyproxy/ratelimit's variables
+                  (its settings.go: PORT, REDIS_URL, USE_STATSD, RUNTIME_ROOT, ...)
+                  is set: every one of them takes its value or envoyproxy/
+                  ratelimit's default (USE_STATSD=true, refused: set
+                  USE_STATSD=false and USE_PROMETHEUS=true; REDIS_URL its
+                  nutcracker socket; LOG_LEVEL=WARN), and one that limiterd
+                  cannot honour stops it with one line naming it.
+  defaults        neither: in memory, a token bucket of 10 tokens at 1/s.
+Flags given on the command line win over all three.
+`
 
 // ParseFlags reads the command line and the environment: the file
 // --config names, or, without it, envoyproxy/ratelimit's environment

@@ -74,7 +74,7 @@ func newServer(cfg Config) (_ *server, err error) {
 		return nil, err
 	}
 	if s.tls, err = cfg.GRPCTLS.serverTLS(); err != nil {
-		return nil, &ConfigError{File: cfg.file, Field: "grpc_tls", Reason: err.Error()}
+		return nil, cfg.errField("grpc_tls", "%s", err.Error())
 	}
 	if s.keyed, err = newKeyed(cfg, rdb, s.metrics); err != nil {
 		return nil, err
@@ -148,7 +148,7 @@ func (s *server) buildEnvoy(rdb redis.UniversalClient) error {
 	if e.XDS.ServerURL != "" {
 		x, err := newXDSClient(e.XDS, s.envoy, s.log, s.metrics)
 		if err != nil {
-			return &ConfigError{File: s.cfg.file, Field: "envoy.xds", Reason: err.Error()}
+			return s.cfg.errField("envoy.xds", "%s", err.Error())
 		}
 		s.xds = x
 		return nil
