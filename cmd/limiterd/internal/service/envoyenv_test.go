@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/costwise/batcher/internal/redistest"
 )
 
 // envOf is an environment lookup over m.
@@ -367,4 +369,17 @@ func build(t *testing.T) string {
 		t.Skip("no GOPATH")
 	}
 	return filepath.Join(home, "go")
+}
+
+// setRatelimitEnv sets the variables a test of envoyproxy/ratelimit mode
+// needs beside its own: no statsd, the start logged, and a Redis server of
+// its own over TCP.
+func setRatelimitEnv(t *testing.T) *redistest.Server {
+	t.Helper()
+	srv := redistest.StartServer(t)
+	t.Setenv("USE_STATSD", "false")
+	t.Setenv("LOG_LEVEL", "info")
+	t.Setenv("REDIS_SOCKET_TYPE", "tcp")
+	t.Setenv("REDIS_URL", srv.Addr())
+	return srv
 }
