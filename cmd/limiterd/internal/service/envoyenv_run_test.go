@@ -16,6 +16,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/net/http2"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -295,4 +296,221 @@ func TestGRPCUDSInUse(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "in use") {
 		t.Fatalf("Run: %v, want the socket in use", err)
 	}
+}
+
+// TestGRPCMaxConnectionAge checks that both gRPC servers end a connection
+// that reached its age with GOAWAY NO_ERROR "max_age", not before the age
+// less its tenth of jitter.
+func TestGRPCMaxConnectionAge(t *testing.T) {
+	const age = 400 * time.Millisecond
+	for _, server := range []string{GRPCServerLean, GRPCServerGo} {
+		t.Run(server, func(t *testing.T) {
+			p := start(t, "", "--grpc-server", server, "--grpc-max-connection-age", age.String(), "--grpc-max-connection-age-grace", "1s")
+			nc, err := net.Dial("tcp", p.grpc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nc.Close()
+			began := time.Now()
+			if _, err := nc.Write([]byte(http2.ClientPreface)); err != nil {
+				t.Fatal(err)
+			}
+			fr := http2.NewFramer(nc, nc)
+			if err := fr.WriteSettings(); err != nil {
+				t.Fatal(err)
+			}
+			_ = nc.SetReadDeadline(time.Now().Add(20 * time.Second))
+			for {
+				f, err := fr.ReadFrame()
+				if err != nil {
+					t.Fatalf("no GOAWAY: %v", err)
+				}
+				switch f := f.(type) {
+				case *http2.SettingsFrame:
+					if !f.IsAck() {
+						_ = fr.WriteSettingsAck()
+					}
+				case *http2.PingFrame:
+					if !f.IsAck() {
+						_ = fr.WritePing(true, f.Data)
+					}
+				case *http2.GoAwayFrame:
+					took := time.Since(began)
+					if f.ErrCode != http2.ErrCodeNo || string(f.DebugData()) != "max_age" || took < age*9/10 {
+						t.Fatalf("GOAWAY %v %q after %v, want NO_ERROR max_age after at least %v", f.ErrCode, f.DebugData(), took, age*9/10)
+					}
+					return
+				}
+			}
+		})
+	}
+}
+
+// TestRuntimeFiles checks the rule files read from envoyproxy/ratelimit's
+// layout, as its goruntime loader reads them.
+func TestRuntimeFiles(t *testing.T) {
+	root := t.TempDir()
+	mk := func(rel, body string) {
+		p := filepath.Join(root, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, filepath.Dir(p), filepath.Base(p), body)
+	}
+	mk("rl/config/a.yaml", "a")
+	mk("rl/config/no-extension", "b")
+	mk("rl/config/sub/c.yml", "c")
+	mk("rl/config/.hidden.yaml", "d")
+	mk("rl/config/.dir/e.yaml", "e")
+	mk("rl/config.top.yaml", "f") // its key, config.top.yaml, starts with "config."
+	mk("rl/other/g.yaml", "g")
+	if err := os.Symlink("sub", filepath.Join(root, "rl/config/link-to-dir")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("a.yaml", filepath.Join(root, "rl/config/link-to-file")); err != nil {
+		t.Fatal(err)
+	}
+	names := func(r RuntimeRules) string {
+		files, err := r.files()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, f := range files {
+			rel, _ := filepath.Rel(root, f.Name)
+			out = append(out, rel+"="+string(f.Content))
+		}
+		return strings.Join(out, " ")
+	}
+	cases := []struct {
+		r    RuntimeRules
+		want string
+	}{
+		{RuntimeRules{Root: root, Subdirectory: "rl", AppDirectory: "config", WatchRoot: true},
+			"rl/config/.dir/e.yaml=e rl/config/.hidden.yaml=d rl/config/a.yaml=a rl/config/link-to-file=a rl/config/no-extension=b rl/config/sub/c.yml=c rl/config.top.yaml=f"},
+		{RuntimeRules{Root: root, Subdirectory: "rl", AppDirectory: "config", WatchRoot: true, IgnoreDotFiles: true},
+			"rl/config/a.yaml=a rl/config/link-to-file=a rl/config/no-extension=b rl/config/sub/c.yml=c rl/config.top.yaml=f"},
+		{RuntimeRules{Root: root, Subdirectory: "rl", AppDirectory: "config", IgnoreDotFiles: true},
+			"rl/config/a.yaml=a rl/config/link-to-file=a rl/config/no-extension=b rl/config/sub/c.yml=c"},
+		{RuntimeRules{Root: filepath.Join(root, "rl"), AppDirectory: "other"}, "rl/other/g.yaml=g"},
+	}
+	for _, c := range cases {
+		if got := names(c.r); got != c.want {
+			t.Errorf("%+v:\n got %s\nwant %s", c.r, got, c.want)
+		}
+	}
+}
+
+// configMapVolume lays out dir as a Kubernetes ConfigMap volume does: the
+// files in a timestamped directory, ..data a link to it, and a link for
+// each file through ..data. Called again, it swaps ..data atomically.
+func configMapVolume(t *testing.T, dir, version string, files map[string]string) {
+	t.Helper()
+	ts := filepath.Join(dir, "..v"+version)
+	if err := os.MkdirAll(ts, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range files {
+		writeFile(t, ts, name, body)
+		link := filepath.Join(dir, name)
+		if _, err := os.Lstat(link); os.IsNotExist(err) {
+			if err := os.Symlink(filepath.Join("..data", name), link); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	tmp := filepath.Join(dir, "..data_tmp")
+	if err := os.Symlink("..v"+version, tmp); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// limitNow is the limit in force for remote_address, by a call's answer.
+func limitNow(t *testing.T, cc *grpc.ClientConn) uint32 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r, err := rlsv3.NewRateLimitServiceClient(cc).ShouldRateLimit(ctx, envoyReq("remote_address", uuid.NewString()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.GetStatuses()[0].GetCurrentLimit().GetRequestsPerUnit()
+}
+
+// TestRatelimitEnvRuntimeReload checks the two ways envoyproxy/ratelimit's
+// rules change: RUNTIME_ROOT's symlink swapped (RUNTIME_WATCH_ROOT=true,
+// its default), and a ConfigMap volume's ..data swapped inside the
+// application directory (RUNTIME_WATCH_ROOT=false with
+// RUNTIME_IGNOREDOTFILES=true). Without RUNTIME_IGNOREDOTFILES the volume's
+// timestamped directory is read too, and its domain twice: refused, as
+// envoyproxy/ratelimit refuses it.
+func TestRatelimitEnvRuntimeReload(t *testing.T) {
+	srv := redistest.StartServer(t)
+	redisEnv := map[string]string{"REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": srv.Addr()}
+	with := func(m map[string]string) map[string]string {
+		for k, v := range redisEnv {
+			m[k] = v
+		}
+		return m
+	}
+	waitLimit := func(p *proc, cc *grpc.ClientConn, want uint32) {
+		t.Helper()
+		waitUntil(t, p, fmt.Sprintf("limit %d", want), func() bool { return limitNow(t, cc) == want })
+	}
+
+	t.Run("root symlink", func(t *testing.T) {
+		base := t.TempDir()
+		for v, n := range map[string]int{"v1": 3, "v2": 7} {
+			dir := filepath.Join(base, v, "ratelimit", "config")
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			writeFile(t, dir, "gw.yaml", hourRule(n))
+		}
+		current := filepath.Join(base, "current")
+		if err := os.Symlink("v1", current); err != nil {
+			t.Fatal(err)
+		}
+		p := startEnv(t, with(map[string]string{"RUNTIME_ROOT": current, "RUNTIME_SUBDIRECTORY": "ratelimit"}), "--rules-interval", "50ms")
+		cc := dial(t, p.grpc)
+		waitLimit(p, cc, 3)
+		if err := os.Symlink("v2", current+".new"); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(current+".new", current); err != nil {
+			t.Fatal(err)
+		}
+		waitLimit(p, cc, 7)
+	})
+
+	t.Run("ConfigMap volume", func(t *testing.T) {
+		root := t.TempDir()
+		dir := filepath.Join(root, "ratelimit", "config")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		configMapVolume(t, dir, "1", map[string]string{"gw.yaml": hourRule(3)})
+		env := map[string]string{"RUNTIME_ROOT": root, "RUNTIME_SUBDIRECTORY": "ratelimit", "RUNTIME_WATCH_ROOT": "false", "RUNTIME_IGNOREDOTFILES": "true"}
+		p := startEnv(t, with(env), "--rules-interval", "50ms")
+		cc := dial(t, p.grpc)
+		waitLimit(p, cc, 3)
+		configMapVolume(t, dir, "2", map[string]string{"gw.yaml": hourRule(9)})
+		waitLimit(p, cc, 9)
+		p.stop()
+
+		env["RUNTIME_IGNOREDOTFILES"] = "false"
+		full := with(env)
+		full["USE_STATSD"], full["PORT"], full["GRPC_PORT"] = "false", "0", "0"
+		cfg, err := parseFlags([]string{"--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0"}, &syncBuffer{}, envOf(full))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = Run(context.Background(), cfg)
+		if err == nil || !strings.Contains(err.Error(), "..v2") {
+			t.Fatalf("Run with the dot directories read: %v, want the duplicate domain refused", err)
+		}
+	})
 }
