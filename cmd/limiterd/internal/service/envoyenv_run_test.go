@@ -514,3 +514,39 @@ func TestRatelimitEnvRuntimeReload(t *testing.T) {
 		}
 	})
 }
+
+// TestRatelimitEnvRedisCluster runs limiterd with REDIS_TYPE=CLUSTER
+// against a three-node Redis Cluster.
+func TestRatelimitEnvRedisCluster(t *testing.T) {
+	addrs := redistest.StartCluster(t, 3)
+	p := startEnv(t, map[string]string{
+		"REDIS_TYPE": "CLUSTER", "REDIS_URL": strings.Join(addrs, ","), "REDIS_POOL_SIZE": "2",
+		"RUNTIME_ROOT": runtimeDir(t, map[string]string{"gw.yaml": hourRule(2)}), "RUNTIME_SUBDIRECTORY": "ratelimit",
+	})
+	if n := overAfter(t, dial(t, p.grpc), 5); n != 2 {
+		t.Fatalf("%d calls admitted, want 2; log: %s", n, p.stderr.String())
+	}
+}
+
+// TestRatelimitEnvPrometheus checks USE_PROMETHEUS with PROMETHEUS_ADDR
+// and PROMETHEUS_PATH: the metrics on that path only, and none without
+// USE_PROMETHEUS.
+func TestRatelimitEnvPrometheus(t *testing.T) {
+	srv := redistest.StartServer(t)
+	env := map[string]string{"REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": srv.Addr(), "USE_PROMETHEUS": "true",
+		"PROMETHEUS_ADDR": "127.0.0.1:0", "PROMETHEUS_PATH": "/stats/prometheus"}
+	p := startEnv(t, env)
+	if p.metrics == "" {
+		t.Fatalf("no metrics listener: %s", p.stderr.String())
+	}
+	if code, body := p.get("http://" + p.metrics + "/stats/prometheus"); code != 200 || !strings.Contains(body, "limiterd_rule_files") {
+		t.Fatalf("/stats/prometheus: %d", code)
+	}
+	if code, _ := p.get("http://" + p.metrics + "/metrics"); code != 404 {
+		t.Fatalf("/metrics: %d, want 404", code)
+	}
+	delete(env, "USE_PROMETHEUS")
+	if p := startEnv(t, env); p.metrics != "" {
+		t.Fatalf("metrics at %s without USE_PROMETHEUS", p.metrics)
+	}
+}
