@@ -182,10 +182,15 @@ func TestRatelimitEnvRedisTLS(t *testing.T) {
 		"--tls-ca-cert-file", clientCAFile, "--tls-auth-clients", "yes")
 	env := func(host string, skip bool) map[string]string {
 		return map[string]string{
-			"REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": net.JoinHostPort(host, strconv.Itoa(tlsPort)),
-			"REDIS_TLS": "true", "REDIS_TLS_CACERT": caFile, "REDIS_TLS_CLIENT_CERT": clientCert, "REDIS_TLS_CLIENT_KEY": clientKey,
+			"REDIS_SOCKET_TYPE":                    "tcp",
+			"REDIS_URL":                            net.JoinHostPort(host, strconv.Itoa(tlsPort)),
+			"REDIS_TLS":                            "true",
+			"REDIS_TLS_CACERT":                     caFile,
+			"REDIS_TLS_CLIENT_CERT":                clientCert,
+			"REDIS_TLS_CLIENT_KEY":                 clientKey,
 			"REDIS_TLS_SKIP_HOSTNAME_VERIFICATION": strconv.FormatBool(skip),
-			"RUNTIME_ROOT": runtimeDir(t, map[string]string{"gw.yaml": hourRule(2)}), "RUNTIME_SUBDIRECTORY": "ratelimit",
+			"RUNTIME_ROOT":                         runtimeDir(t, map[string]string{"gw.yaml": hourRule(2)}),
+			"RUNTIME_SUBDIRECTORY":                 "ratelimit",
 		}
 	}
 	t.Run("verified", func(t *testing.T) {
