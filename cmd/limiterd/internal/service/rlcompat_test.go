@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/costwise/batcher/envoyrl"
 	"github.com/costwise/batcher/internal/redistest"
 )
 
@@ -400,4 +401,26 @@ func TestLocalCacheAndJitterOnRedis(t *testing.T) {
 	if past == 0 {
 		t.Fatalf("no counter of 20 expires past its window's rest %v: no jitter", rest)
 	}
+}
+
+// BenchmarkEnvoyObserver is the metrics' part of one descriptor's
+// decision: limiterd's decision counter, and envoyproxy/ratelimit's
+// statistics.
+func BenchmarkEnvoyObserver(b *testing.B) {
+	m := newMetrics(10_000)
+	m.setDomains([]string{"gw"})
+	o := envoyObserver{m}
+	st := envoyrl.LimitStats{TotalHits: 1, WithinLimit: 1}
+	b.Run("Descriptor", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			o.Descriptor("gw", "gw.remote_address", "ok")
+		}
+	})
+	b.Run("Limit", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			o.Limit("gw", "gw.remote_address", st)
+		}
+	})
 }

@@ -39,9 +39,14 @@ type rlMetrics struct {
 	maxSeries int
 	known     func(domain string) bool
 
+	// byKey maps a statistics key (the rule label) to its series: read
+	// without a lock, written under mu, at most maxSeries keys (nKeys).
+	byKey sync.Map
+	nKeys atomic.Int64
+
 	mu       sync.RWMutex
-	byKey    map[string]*rlSeries    // statistics key (the rule label) -> its series; guarded by mu
 	byLabels map[[3]string]*rlSeries // guarded by mu
+	over     map[string]*rlSeries    // domain -> its keys past the bound; guarded by mu
 
 	descs [rlCounters][2]*prometheus.Desc // per counter: {domain,key1} and {domain,key1,key2}
 
@@ -76,7 +81,7 @@ func (s *rlSeries) add(st envoyrl.LimitStats) {
 func newRLMetrics(maxSeries int, known func(string) bool) *rlMetrics {
 	r := &rlMetrics{
 		maxSeries: maxSeries, known: known,
-		byKey: map[string]*rlSeries{}, byLabels: map[[3]string]*rlSeries{},
+		byLabels: map[[3]string]*rlSeries{}, over: map[string]*rlSeries{},
 		callErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ratelimit_service_should_rate_limit_error",
 			Help: "envoyproxy/ratelimit's name: Envoy calls that failed, by err_type (redis_error: the store; service_error: the request).",
@@ -157,39 +162,36 @@ func (r *rlMetrics) series(domain, key string) *rlSeries {
 	if !r.known(domain) {
 		return r.overflow(otherLabel)
 	}
-	r.mu.RLock()
-	s, ok := r.byKey[key]
-	full := len(r.byKey) >= r.maxSeries
-	r.mu.RUnlock()
-	switch {
-	case ok:
-		return s
-	case full:
-		return r.overflow(rlLabelValue(domain))
+	if s, ok := r.byKey.Load(key); ok {
+		return s.(*rlSeries)
+	}
+	if r.nKeys.Load() >= int64(r.maxSeries) {
+		return r.overflow(domain)
 	}
 	labels, deep := rlLabels(key)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if s, ok := r.byKey[key]; ok {
-		return s
+	if s, ok := r.byKey.Load(key); ok {
+		return s.(*rlSeries)
 	}
-	if len(r.byKey) >= r.maxSeries {
-		return r.overflowLocked(rlLabelValue(domain))
+	if r.nKeys.Load() >= int64(r.maxSeries) {
+		return r.overflowLocked(domain)
 	}
-	s = r.byLabels[labels]
+	s := r.byLabels[labels]
 	if s == nil {
 		s = &rlSeries{labels: labels, deep: deep}
 		r.byLabels[labels] = s
 	}
-	r.byKey[key] = s
+	r.byKey.Store(key, s)
+	r.nKeys.Add(1)
 	return s
 }
 
-// overflow is the series of domain's keys past the bound.
+// overflow is the series of domain's keys past the bound (domain is one
+// the rules name, or otherLabel).
 func (r *rlMetrics) overflow(domain string) *rlSeries {
-	k := [3]string{domain, otherLabel}
 	r.mu.RLock()
-	s := r.byLabels[k]
+	s := r.over[domain]
 	r.mu.RUnlock()
 	if s != nil {
 		return s
@@ -200,12 +202,19 @@ func (r *rlMetrics) overflow(domain string) *rlSeries {
 }
 
 func (r *rlMetrics) overflowLocked(domain string) *rlSeries {
-	k := [3]string{domain, otherLabel}
+	if s := r.over[domain]; s != nil {
+		return s
+	}
+	k := [3]string{otherLabel, otherLabel}
+	if domain != otherLabel {
+		k[0] = rlLabelValue(domain)
+	}
 	s := r.byLabels[k]
 	if s == nil {
 		s = &rlSeries{labels: k}
 		r.byLabels[k] = s
 	}
+	r.over[domain] = s
 	return s
 }
 
