@@ -424,3 +424,15 @@ func BenchmarkEnvoyObserver(b *testing.B) {
 		}
 	})
 }
+
+// TestEnvoyHeaderNamesChecked: with the headers on, a name that is not an
+// HTTP header name is refused with the file and the field.
+func TestEnvoyHeaderNamesChecked(t *testing.T) {
+	_, err := ParseConfig("l.yaml", []byte("envoy:\n  response_headers: {enabled: true, remaining: \"Rate Limit\"}\n"))
+	if err == nil || err.Error() != `limiterd: config l.yaml: envoy.response_headers.remaining: must be an HTTP header name, not "Rate Limit"` {
+		t.Fatalf("%v", err)
+	}
+	if _, err := ParseConfig("l.yaml", []byte("envoy:\n  response_headers: {enabled: false, remaining: \"\"}\n")); err != nil {
+		t.Fatalf("headers off: %v", err)
+	}
+}
