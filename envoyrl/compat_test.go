@@ -246,9 +246,9 @@ func TestOverCacheBounded(t *testing.T) {
 	for i := range 10_000 {
 		c.add(fmt.Sprintf("key-%06d", i), 100)
 	}
-	// 1 KiB a shard, 75 bytes a key: 13 keys a shard.
-	if n := c.len(); n > 16*13 || n < 16*10 {
-		t.Fatalf("%d keys held in 16 KiB, want about 208", n)
+	// 1 KiB a shard, 10 + 112 bytes a key: 8 keys a shard.
+	if n := c.len(); n != 16*8 {
+		t.Fatalf("%d keys held in 16 KiB, want 128", n)
 	}
 	if !c.over("key-009999", 99) || c.over("key-009999", 100) || c.over("key-000000", 0) {
 		t.Fatal("the newest key is not held until its end, or the oldest was kept")

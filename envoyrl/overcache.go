@@ -21,8 +21,11 @@ type overCache struct {
 const overShards = 16
 
 // overEntryBytes is what a cached key costs besides its bytes: its map
-// entry, its string header and its place in the order.
-const overEntryBytes = 64
+// entry, its string header, its place in the order, and the slack of the
+// map's and the order's growth. With it the heap the cache takes stays
+// within its budget (measured: 1, 8 and 64 MiB holding keys of 40 bytes
+// took 1.0, 8.0 and 61 MiB).
+const overEntryBytes = 112
 
 type overShard struct {
 	mu    sync.Mutex

@@ -122,7 +122,7 @@ type Options struct {
 	NearLimitRatio float64
 	// LocalCacheBytes, when positive, keeps the counters found over their
 	// limit in a local cache of about this many bytes (a key costs its
-	// length plus 64 bytes; a full cache forgets its oldest keys first),
+	// length plus 112 bytes; a full cache forgets its oldest keys first),
 	// and answers them OVER_LIMIT without the store until their window
 	// ends (its LOCAL_CACHE_SIZE_IN_BYTES). The other descriptors of such
 	// a request are counted as usual, or, with
