@@ -6,7 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
-	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -20,11 +20,13 @@ import (
 	"github.com/costwise/batcher/internal/redistest"
 )
 
-// TestSameMetricsAsEnvoyRatelimit sends the same random requests (one to
-// three descriptors of compatRules, hits_addend 0 to 3) to limiterd and to
-// envoyproxy/ratelimit, both with response headers and a local cache, and
-// compares every answer, headers included, then their
-// ratelimit_service_rate_limit_* series. It is opt-in, as
+// TestSameMetricsAsEnvoyRatelimit runs limiterd and envoyproxy/ratelimit
+// with the same environment (envoyproxy/ratelimit's variables only: the
+// same runtime directory, Redis, Prometheus, response headers and local
+// cache; their own ports and key prefixes), sends both the same random
+// requests (one to three descriptors of compatRules, hits_addend 0 to 3),
+// and compares /healthcheck, /rlconfig, every answer, headers included,
+// then their ratelimit_service_rate_limit_* series. It is opt-in, as
 // TestSameAnswersAsEnvoyRatelimit is (scripts/compare-envoy-ratelimit).
 //
 // The series differ where envoyproxy/ratelimit's statsd-exporter mapping
@@ -38,13 +40,30 @@ func TestSameMetricsAsEnvoyRatelimit(t *testing.T) {
 		t.Skip("set LIMITERD_ENVOY_RATELIMIT_BIN to envoyproxy/ratelimit's service_cmd (scripts/compare-envoy-ratelimit)")
 	}
 	redistest.Shared(t)
-	theirGRPC, theirMetrics := startEnvoyRatelimitWith(t, bin, compatRules,
-		"LIMIT_RESPONSE_HEADERS_ENABLED=true", "LOCAL_CACHE_SIZE_IN_BYTES=1048576", "EXPIRATION_JITTER_MAX_SECONDS=0")
-	dir := t.TempDir()
-	writeFile(t, dir, "gw.yaml", compatRules)
-	p := start(t, fmt.Sprintf("store: redis\nbackends:\n  redis: {addr: %q}\nenvoy: {key_prefix: %q, local_cache_size_in_bytes: 1048576, response_headers: {enabled: true}}\n",
-		redistest.Addr(), "ours-"+uuid.NewString()+"_"), "--rules", dir)
-	ours, theirs := rlsv3.NewRateLimitServiceClient(dial(t, p.grpc)), rlsv3.NewRateLimitServiceClient(dial(t, theirGRPC))
+	env := map[string]string{
+		"USE_STATSD": "false", "USE_PROMETHEUS": "true", "STATS_FLUSH_INTERVAL": "50ms",
+		"REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": redistest.Addr(),
+		"RUNTIME_ROOT": runtimeDir(t, map[string]string{"gw.yaml": compatRules}), "RUNTIME_SUBDIRECTORY": "ratelimit", "RUNTIME_WATCH_ROOT": "false",
+		"LIMIT_RESPONSE_HEADERS_ENABLED": "true", "LOCAL_CACHE_SIZE_IN_BYTES": "1048576",
+	}
+	theirs := startEnvoyRatelimitWith(t, bin, env)
+	env["CACHE_KEY_PREFIX"] = "ours-" + uuid.NewString() + "_"
+	env["PROMETHEUS_ADDR"] = "127.0.0.1:0"
+	p := startEnv(t, env)
+	// The same /healthcheck and /rlconfig (whose lines envoyproxy/ratelimit
+	// writes in no particular order).
+	for _, path := range []string{"/healthcheck", "/rlconfig"} {
+		ourAddr, theirAddr := p.http, theirs.http
+		if path == "/rlconfig" {
+			ourAddr, theirAddr = startAddr(t, p, "rlconfig"), theirs.debug
+		}
+		code, a := p.get("http://" + ourAddr + path)
+		theirCode, b := p.get("http://" + theirAddr + path)
+		if sortedLines(a) != sortedLines(b) || code != theirCode {
+			t.Fatalf("%s: limiterd %d\n%s\nenvoyproxy/ratelimit %d\n%s", path, code, a, theirCode, b)
+		}
+	}
+	ours, their := rlsv3.NewRateLimitServiceClient(dial(t, p.grpc)), rlsv3.NewRateLimitServiceClient(dial(t, theirs.grpc))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	redistest.AwayFromWindowEdge(time.Hour, time.Minute)
@@ -63,7 +82,7 @@ func TestSameMetricsAsEnvoyRatelimit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := theirs.ShouldRateLimit(ctx, req)
+		b, err := their.ShouldRateLimit(ctx, req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -114,7 +133,7 @@ func TestSameMetricsAsEnvoyRatelimit(t *testing.T) {
 	}
 	var got map[string]float64
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		_, m := p.get("http://" + theirMetrics + "/metrics")
+		_, m := p.get("http://" + theirs.metrics + "/metrics")
 		got = map[string]float64{}
 		for _, l := range strings.Split(m, "\n") {
 			name, v, ok := strings.Cut(l, " ")
@@ -132,27 +151,29 @@ func TestSameMetricsAsEnvoyRatelimit(t *testing.T) {
 	t.Logf("%d series agree", len(want))
 }
 
-// startEnvoyRatelimitWith runs envoyproxy/ratelimit on the shared Redis
-// with rules, Prometheus on and the extra environment, and returns its
-// gRPC and Prometheus addresses.
-func startEnvoyRatelimitWith(t *testing.T, bin, rules string, env ...string) (grpcAddr, metricsAddr string) {
+func sortedLines(s string) string {
+	l := strings.Split(strings.TrimSpace(s), "\n")
+	sort.Strings(l)
+	return strings.Join(l, "\n")
+}
+
+// ratelimitAddrs are the addresses of an envoyproxy/ratelimit.
+type ratelimitAddrs struct{ http, grpc, debug, metrics string }
+
+// startEnvoyRatelimitWith runs envoyproxy/ratelimit with env, on ports
+// of its own under a key prefix of its own.
+func startEnvoyRatelimitWith(t *testing.T, bin string, env map[string]string) ratelimitAddrs {
 	t.Helper()
-	root := t.TempDir()
-	cfgDir := filepath.Join(root, "ratelimit", "config")
-	if err := os.MkdirAll(cfgDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	writeFile(t, cfgDir, "rules.yaml", rules)
 	port := func() string { return strconv.Itoa(redistest.FreePort(t)) }
-	grpcPort, promPort := port(), port()
+	httpPort, grpcPort, debugPort, promPort := port(), port(), port(), port()
 	cmd := exec.Command(bin)
-	cmd.Env = append(append(os.Environ(),
-		"USE_STATSD=false", "USE_PROMETHEUS=true", "PROMETHEUS_ADDR=127.0.0.1:"+promPort, "STATS_FLUSH_INTERVAL=50ms",
-		"LOG_LEVEL=warn", "REDIS_SOCKET_TYPE=tcp", "REDIS_URL="+redistest.Addr(),
-		"RUNTIME_ROOT="+root, "RUNTIME_SUBDIRECTORY=ratelimit", "RUNTIME_WATCH_ROOT=false",
+	cmd.Env = append(os.Environ(), "LOG_LEVEL=warn", "PROMETHEUS_ADDR=127.0.0.1:"+promPort,
 		"HOST=127.0.0.1", "GRPC_HOST=127.0.0.1", "DEBUG_HOST=127.0.0.1",
-		"PORT="+port(), "GRPC_PORT="+grpcPort, "DEBUG_PORT="+port(),
-		"CACHE_KEY_PREFIX=theirs-"+uuid.NewString()+"_"), env...)
+		"PORT="+httpPort, "GRPC_PORT="+grpcPort, "DEBUG_PORT="+debugPort,
+		"CACHE_KEY_PREFIX=theirs-"+uuid.NewString()+"_")
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
 	log := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
@@ -166,5 +187,6 @@ func startEnvoyRatelimitWith(t *testing.T, bin, rules string, env ...string) (gr
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return "127.0.0.1:" + grpcPort, "127.0.0.1:" + promPort
+	a := func(port string) string { return "127.0.0.1:" + port }
+	return ratelimitAddrs{http: a(httpPort), grpc: a(grpcPort), debug: a(debugPort), metrics: a(promPort)}
 }
