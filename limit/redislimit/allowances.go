@@ -119,8 +119,8 @@ type allowance struct {
 	rateAt    time.Time // start of the current rate sample
 	rate      float64   // cost per second decided here, smoothed
 	holders   int64
-	notBefore time.Time // local refusals of costs of nbCost or more until then
-	nbCost    int64
+	notBefore time.Time // local refusals of costs up to nbUnits until then
+	nbUnits   int64     // the units Redis will have for this store at notBefore
 	nextTake  time.Time // the renewal goroutine asks for more only from then
 	srvRemain int64     // what the last call said is left in Redis
 	reset     time.Duration
@@ -263,7 +263,7 @@ func (a *allowances) decide(ctx context.Context, r *allowance, p limit.Policy, c
 			}
 			return r.decision(true, 0), true
 		}
-		if cost >= r.nbCost && now.Before(r.notBefore) {
+		if cost <= r.nbUnits && now.Before(r.notBefore) {
 			r.demand += cost
 			a.stats.local.Add(1)
 			return r.decision(false, r.notBefore.Sub(now)), true
@@ -303,7 +303,10 @@ func (a *allowances) decide(ctx context.Context, r *allowance, p limit.Policy, c
 		if res.retry <= 0 {
 			return limit.Decision{}, false
 		}
-		r.notBefore, r.nbCost = now.Add(res.retry), cost
+		// Redis answered for the larger of cost and what was asked for:
+		// that many are free for this store at the retry time, unless
+		// others spend them first.
+		r.notBefore, r.nbUnits = now.Add(res.retry), min(max(cost, req.want), r.p.Limit)
 		a.stats.local.Add(1)
 		return r.decision(false, res.retry), true
 	}

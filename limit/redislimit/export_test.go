@@ -40,3 +40,42 @@ const (
 )
 
 func init() { localAllowanceForTests = os.Getenv("BATCHER_TEST_LOCAL_ALLOWANCE") != "" }
+
+// SettledForTest reports whether no allowance of the store has a call in
+// flight or is due for a background renewal.
+func (s *Store) SettledForTest() bool {
+	a := s.lent
+	now := a.now()
+	for i := range a.shards {
+		sh := &a.shards[i]
+		sh.mu.Lock()
+		for _, r := range sh.recs {
+			r.mu.Lock()
+			busy := r.flight != nil || a.due(r, now) || r.nudged
+			r.mu.Unlock()
+			if busy {
+				sh.mu.Unlock()
+				return false
+			}
+		}
+		sh.mu.Unlock()
+	}
+	return true
+}
+
+// HeldForTest returns the allowances held: keys and units.
+func (s *Store) HeldForTest() (keys int, units int64) {
+	a := s.lent
+	for i := range a.shards {
+		sh := &a.shards[i]
+		sh.mu.Lock()
+		for _, r := range sh.recs {
+			r.mu.Lock()
+			keys++
+			units += r.remaining
+			r.mu.Unlock()
+		}
+		sh.mu.Unlock()
+	}
+	return keys, units
+}
