@@ -322,12 +322,11 @@ func (a *allowances) expire(r *allowance, now time.Time) {
 }
 
 // target is how many units r should hold after a renewal: what this store
-// spends on the key in a renewal period and a quarter, at most its share of
-// half the limit among the key's holders, at least 1.
+// decides on the key in a renewal period and a quarter, at most its share of
+// half the limit among the key's holders; 0 while nothing is decided.
 func (a *allowances) target(r *allowance) int64 {
 	t := int64(math.Ceil(r.rate * a.period.Seconds() * 1.25))
-	t = min(t, r.p.Limit/(2*max(r.holders, 1)))
-	return max(t, 1)
+	return min(t, r.p.Limit/(2*max(r.holders, 1)))
 }
 
 func (r *allowance) decision(allowed bool, retry time.Duration) limit.Decision {
@@ -445,7 +444,10 @@ func (a *allowances) renew(r *allowance) {
 		return
 	}
 	req := a.request(r, now, 0, r.remaining)
-	ctx, cancel := context.WithTimeout(context.Background(), a.period)
+	// A renewal answered late is still good (its deadline counts from its
+	// sending); one not answered strands what it was granted until the
+	// lease ends.
+	ctx, cancel := context.WithTimeout(context.Background(), max(a.lease, time.Second))
 	res, err := a.call(ctx, r, req)
 	cancel()
 	if err != nil {
