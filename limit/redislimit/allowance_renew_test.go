@@ -109,7 +109,7 @@ func TestAllowanceGoroutineEndsWhenCold(t *testing.T) {
 // when the remainder held could have met part of the cost and the lease
 // ends before the retry.
 func TestAllowanceHotRetryNeverEarly(t *testing.T) {
-	const lease = 100 * time.Millisecond
+	const lease = 400 * time.Millisecond
 	for _, p := range []limit.Policy{
 		limit.TokenBucket(10, limit.Rate{Count: 7, Period: 3 * time.Second}).Named("tb"),
 		limit.GCRA(limit.Rate{Count: 3, Period: time.Second}, 5).Named("gcra"),
