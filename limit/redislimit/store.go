@@ -51,12 +51,14 @@ type Options struct {
 	// on its own. Default 256.
 	MaxBatch int
 	// LocalAllowance lets a token bucket or GCRA key decided often at this
-	// store spend from units taken out of its Redis state in one call, which
+	// store (at least 4 times in each of 4 periods of half a lease in a
+	// row) spend from units taken out of its Redis state in one call, which
 	// records them as lent, so that the sum admitted across stores never
-	// exceeds the limit (DESIGN-allowances.md). Experimental; off by
-	// default. Every store sharing the prefix must run a version that
-	// reads lent units (this one or later). Call Close to give the units
-	// back when the store is done.
+	// exceeds the limit (see the package doc and DESIGN-allowances.md).
+	// Experimental; off by default. Every store sharing the prefix must run
+	// a version that reads lent units (this one or later). Call Close to
+	// give the units back and stop the renewal goroutine when the store is
+	// done.
 	LocalAllowance bool
 	// AllowanceLease bounds how long units stay lent without a renewal.
 	// Default 500ms.
