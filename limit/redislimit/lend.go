@@ -11,8 +11,7 @@ import (
 )
 
 // The allowance script lends units out of a key's shared state to one
-// holder (DESIGN-allowances.md). The store's decisions do not use it yet:
-// this is the script's contract and its Go call, tested on their own.
+// holder (DESIGN-allowances.md); allowances.go spends them.
 
 //go:embed allowance.lua
 var allowanceSource string
@@ -35,6 +34,8 @@ type lendRequest struct {
 	spentAt int64 // server µs at or after the last of those spends; -1 for now
 	want    int64 // units asked for
 	lease   time.Duration
+	need    int64 // the cost of the decision waiting for the call; 0 for none
+	held    int64 // the holder's remainder when sending; -1 for unknown
 }
 
 // lendResult is the script's answer.
@@ -47,6 +48,7 @@ type lendResult struct {
 	remaining int64
 	reset     time.Duration
 	now       int64 // the server's time of the call, µs
+	matched   bool  // seq was the holder's live lease
 }
 
 // lend runs the allowance script for r on key under p: token bucket and
@@ -61,7 +63,7 @@ func (s *Store) lend(ctx context.Context, key string, p limit.Policy, r lendRequ
 	}
 	b := make([]byte, 0, 96)
 	for _, x := range [...]int64{int64(r.op), u.alg, u.limit, u.n, u.p, u.w, s.now(), r.seq, r.used,
-		r.spentAt, r.want, int64(r.lease / time.Microsecond)} {
+		r.spentAt, r.want, int64(r.lease / time.Microsecond), r.need, r.held} {
 		b = strconv.AppendInt(b, x, 10)
 		b = append(b, ' ')
 	}
@@ -70,11 +72,11 @@ func (s *Store) lend(ctx context.Context, key string, p limit.Policy, r lendRequ
 	if err != nil {
 		return lendResult{}, s.failure(ctx, "lend", []string{k}, err)
 	}
-	var v [8]int64
+	var v [9]int64
 	if _, err := parseInts(res, v[:]); err != nil {
 		return lendResult{}, err
 	}
 	return lendResult{granted: v[0], seq: v[1], lease: time.Duration(v[2]) * time.Microsecond, holders: v[3],
 		retry: time.Duration(v[4]) * time.Microsecond, remaining: v[5],
-		reset: time.Duration(v[6]) * time.Microsecond, now: v[7]}, nil
+		reset: time.Duration(v[6]) * time.Microsecond, now: v[7], matched: v[8] == 1}, nil
 }
