@@ -12,8 +12,9 @@ import (
 )
 
 // Local allowances (Options.LocalAllowance; DESIGN-allowances.md): a token
-// bucket or GCRA key decided often at this store spends from units taken
-// out of its Redis state in one script call, which records them as lent.
+// bucket, GCRA, fixed or sliding window key decided often at this store
+// spends from units taken out of its Redis state in one script call, which
+// records them as lent.
 
 const (
 	defaultAllowanceLease = 500 * time.Millisecond
@@ -126,6 +127,12 @@ func (a *allowances) decide(ctx context.Context, r *allowance, cost int64) (dec 
 		if r.remaining < cost {
 			return r.decision(false, r.notBefore.Sub(now)), true
 		}
+		if !a.now().Before(r.deadline) {
+			// The answer came too late to spend from: the lease may have
+			// ended in Redis (and, on a window, the window with it).
+			r.remaining = 0
+			return limit.Decision{}, false
+		}
 	}
 	r.remaining -= cost
 	r.used += cost
@@ -158,6 +165,10 @@ func (a *allowances) call(ctx context.Context, r *allowance, op int, now time.Ti
 		want = int64(math.Ceil(rate * (a.lease / 2).Seconds() * 1.25))
 		share := r.p.Limit / (2 * max(r.holders, 1))
 		want = max(min(want, share), cost, 1)
+		var err error
+		if want, err = a.windowWant(r, now, rate, want, cost); err != nil {
+			return err
+		}
 	}
 	res, err := a.s.lend(ctx, r.key, r.p, lendRequest{op: op, holder: a.holder, seq: r.seq, used: r.used,
 		spentAt: spentAt, want: want, lease: a.lease})

@@ -50,10 +50,11 @@ type Options struct {
 	// MaxBatch caps the AllowN calls one batch carries; 1 sends every call
 	// on its own. Default 256.
 	MaxBatch int
-	// LocalAllowance lets a token bucket or GCRA key decided often at this
-	// store spend from units taken out of its Redis state in one call, which
-	// records them as lent, so that the sum admitted across stores never
-	// exceeds the limit (DESIGN-allowances.md). Experimental; off by
+	// LocalAllowance lets a token bucket, GCRA, fixed or sliding window key
+	// decided often at this store spend from units taken out of its Redis
+	// state in one call, which records them as lent, so that the sum
+	// admitted across stores never exceeds the limit (DESIGN-allowances.md;
+	// rolling window keys keep the one-trip path). Experimental; off by
 	// default. Every store sharing the prefix must run a version that
 	// reads lent units (this one or later). Call Close to give the units
 	// back when the store is done.
@@ -313,17 +314,15 @@ func parseInts(res string, v []int64) (string, error) {
 func (s *Store) AllowN(ctx context.Context, key string, p limit.Policy, cost int64) (limit.Decision, error) {
 	var buf [1]limit.Decision
 	reqs := [1]limit.Request{{Key: key, Policy: p, Cost: cost}}
-	switch p.Algorithm {
-	case limit.TokenBucketAlgorithm, limit.GCRAAlgorithm:
-		if s.lent != nil && cost >= 0 && p.Validate() == nil {
-			if r := s.lent.get(s.Key(key, p), key, p); r != nil {
-				if dec, ok := s.lent.decide(ctx, r, cost); ok {
-					return dec, nil
-				}
+	if s.lent != nil && lendable(p.Algorithm) && cost >= 0 && p.Validate() == nil {
+		if r := s.lent.get(s.Key(key, p), key, p); r != nil {
+			if dec, ok := s.lent.decide(ctx, r, cost); ok {
+				return dec, nil
 			}
 		}
-		return s.allowFast(ctx, reqs[0])
-	case limit.FixedWindowAlgorithm:
+	}
+	switch p.Algorithm {
+	case limit.TokenBucketAlgorithm, limit.GCRAAlgorithm, limit.FixedWindowAlgorithm:
 		return s.allowFast(ctx, reqs[0])
 	}
 	out, err := s.run(ctx, opAllow, "allow", reqs[:], buf[:0])
@@ -388,7 +387,7 @@ func (s *Store) dropAllowances(ctx context.Context, reqs []limit.Request) error 
 		return nil
 	}
 	for _, r := range reqs {
-		if r.Policy.Algorithm != limit.TokenBucketAlgorithm && r.Policy.Algorithm != limit.GCRAAlgorithm {
+		if !lendable(r.Policy.Algorithm) {
 			continue
 		}
 		if err := s.lent.drop(ctx, s.Key(r.Key, r.Policy)); err != nil {

@@ -1,0 +1,166 @@
+-- Lends allowances out of one key's fixed or sliding window state (see
+-- DESIGN-allowances.md, sections 2.4 and 3). The twin of allowance.lua for
+-- the window algorithms: same arguments, same answer.
+--
+-- KEYS[1] is the state key. ARGV[1] is one string of integers:
+--   op alg limit n p w now seq used spent_at want lease
+-- op: 1 take or renew, 2 return. alg: 3 fixed, 5 sliding window. now: µs,
+-- or -1 for the server's TIME. seq: the holder's lease (0: none). used:
+-- units spent under it since the last report. spent_at is not needed here.
+-- want: units asked for. lease: µs. ARGV[2] is the holder's id.
+--
+-- The state is "<window> <count>" (fixed) or "<window> <count> <previous>"
+-- (sliding) as in limit.lua, followed, while anything is lent in the
+-- current window, by " L" and one "holder:amount:lease_end:seq" item per
+-- lease. A granted unit counts in the window's count at once; a lease never
+-- outlives its window. A return takes the unspent amount off the count
+-- while the window lasts; a lease that ends unreported only leaves the
+-- ledger (its units stay counted), and a window that ends takes every lease
+-- with it.
+--
+-- The answer: "granted seq lease_us holders retry_us remaining reset_us now".
+
+local SLIDING = 5
+
+local function idiv(a, b)
+  local q = math.floor(a / b)
+  while q * b > a do q = q - 1 end
+  while (q + 1) * b <= a do q = q + 1 end
+  return q
+end
+
+local spec = {}
+for x in string.gmatch(ARGV[1], '%S+') do spec[#spec + 1] = tonumber(x) end
+local op, alg, limit, w = spec[1], spec[2], spec[3], spec[6]
+local now, seq, used, want, lease = spec[7], spec[8], spec[9], spec[11], spec[12]
+local holder = ARGV[2]
+local slack = 3600000
+if now < 0 then
+  local t = redis.call('TIME')
+  now, slack = tonumber(t[1]) * 1000000 + tonumber(t[2]), 0
+end
+
+-- Load: the stored window a, its count b, the previous window's count c.
+local a, b, c = 0, 0, 0
+local tail
+local v = redis.call('GET', KEYS[1])
+if v then
+  local base, rest = string.match(v, '^(.-) L (.*)$')
+  if not base then base = v end
+  tail = rest
+  local x = {0, 0, 0}
+  local i = 1
+  for f in string.gmatch(base, '%S+') do x[i] = tonumber(f); i = i + 1 end
+  a, b, c = x[1], x[2], x[3]
+end
+
+-- The window decided in: now's, or the stored one if now is behind it.
+local id, t = idiv(now, w), now
+if id < a then id, t = a, a * w end
+local cur, prev = 0, 0
+if id == a then
+  cur, prev = b, c
+elseif alg == SLIDING and id == a + 1 then
+  prev = b
+end
+local e = t - id * w -- elapsed in the window
+local wend = (id + 1) * w
+
+-- The ledger of the current window; leases that ended leave it, their
+-- units counted.
+local ledger = {}
+if tail and id == a then
+  for h, amt, le, s in string.gmatch(tail, '(%S+):(%d+):(%d+):(%d+)') do
+    le = tonumber(le)
+    if le > t then
+      ledger[#ledger + 1] = {h = h, amt = tonumber(amt), e = le, s = tonumber(s)}
+    end
+  end
+end
+
+local mine
+for _, it in ipairs(ledger) do
+  if it.h == holder and it.s == seq and seq > 0 then mine = it end
+end
+if mine then
+  -- Spent units are already in the count: the report only says how much of
+  -- the entry can no longer be given back.
+  mine.amt = mine.amt - math.min(used, mine.amt)
+  if op == 2 then
+    cur = math.max(0, cur - mine.amt)
+    mine.amt = 0
+  end
+end
+
+-- avail returns the units a decision could spend now.
+local function avail()
+  if alg == SLIDING then
+    return math.max(0, idiv(limit * w - prev * (w - e) - cur * w, w))
+  end
+  return math.max(0, limit - cur)
+end
+
+-- retry_for returns how long until cost more units fit, the current
+-- window's count (lent units included) unchanged.
+local function retry_for(cost)
+  if alg ~= SLIDING then return wend - t end
+  if cur + cost <= limit then
+    return w - idiv((limit - cur - cost) * w, prev) - e
+  end
+  return w - e + w - idiv((limit - cost) * w, cur)
+end
+
+local granted, retry, newseq, lease_us = 0, 0, 0, 0
+if op == 1 and want > 0 then
+  granted = math.min(want, avail())
+  if granted < want then
+    local more = want - granted
+    if more > limit then more = 1 end
+    retry = retry_for(more)
+  end
+  if granted > 0 or (mine and mine.amt > 0) then
+    if not mine then
+      mine = {h = holder, amt = 0}
+      ledger[#ledger + 1] = mine
+    end
+    newseq = now
+    for _, it in ipairs(ledger) do
+      if it ~= mine and it.s >= newseq then newseq = it.s + 1 end
+    end
+    if mine.s and mine.s >= newseq then newseq = mine.s + 1 end
+    lease_us = math.min(lease, wend - t)
+    cur = cur + granted
+    mine.amt, mine.e, mine.s = mine.amt + granted, t + lease_us, newseq
+  end
+end
+
+-- Write back: the window, then the live leases.
+local items = {}
+for _, it in ipairs(ledger) do
+  if it.amt > 0 then
+    items[#items + 1] = string.format('%s:%d:%d:%d', it.h, it.amt, it.e, it.s)
+  end
+end
+local base, px
+if alg == SLIDING then
+  base = string.format('%d %d %d', id, cur, prev)
+  px = (id + 2) * w - now
+else
+  base = string.format('%d %d', id, cur)
+  px = wend - now
+end
+if #items > 0 then base = base .. ' L ' .. table.concat(items, ' ') end
+if cur == 0 and prev == 0 and #items == 0 then
+  redis.call('DEL', KEYS[1])
+else
+  redis.call('SET', KEYS[1], base, 'PX', math.max(1, idiv(px + 999, 1000)) + slack)
+end
+
+local reset = 0
+if alg == SLIDING then
+  if cur > 0 then reset = 2 * w - e elseif prev > 0 then reset = w - e end
+elseif cur > 0 then
+  reset = wend - t
+end
+return string.format('%d %d %d %d %d %d %d %d', granted, newseq, lease_us, #items, retry,
+  avail(), reset, now)
