@@ -18,7 +18,8 @@
 -- ledger (its units stay counted), and a window that ends takes every lease
 -- with it.
 --
--- The answer: "granted seq lease_us holders retry_us remaining reset_us now".
+-- The answer: "granted seq lease_us holders retry_us remaining reset_us now
+-- matched", as allowance.lua's.
 
 local SLIDING = 5
 
@@ -82,6 +83,8 @@ local mine
 for _, it in ipairs(ledger) do
   if it.h == holder and it.s == seq and seq > 0 then mine = it end
 end
+local matched = 0
+if mine then matched = 1 end
 if mine then
   -- Spent units are already in the count: the report only says how much of
   -- the entry can no longer be given back.
@@ -90,6 +93,12 @@ if mine then
     cur = math.max(0, cur - mine.amt)
     mine.amt = 0
   end
+elseif seq > 0 and used > 0 then
+  -- A report on a lease this window does not hold, from a holder that
+  -- believes it live: the state was lost (Redis restarted empty) or the
+  -- answer to its last renewal was. Count the spends now (twice in the
+  -- second case: a loss, never an over-admission).
+  cur = math.min(cur + used, 2 * limit)
 end
 
 -- avail returns the units a decision could spend now.
@@ -162,5 +171,5 @@ if alg == SLIDING then
 elseif cur > 0 then
   reset = wend - t
 end
-return string.format('%d %d %d %d %d %d %d %d', granted, newseq, lease_us, #items, retry,
-  avail(), reset, now)
+return string.format('%d %d %d %d %d %d %d %d %d', granted, newseq, lease_us, #items, retry,
+  avail(), reset, now, matched)

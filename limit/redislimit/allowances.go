@@ -115,7 +115,11 @@ func (a *allowances) decide(ctx context.Context, r *allowance, cost int64) (dec 
 	r.lastUse = now
 	r.decisions++
 	if !now.Before(r.deadline) {
-		r.remaining = 0 // the lease may have ended in Redis: spend nothing more
+		// The lease may have ended in Redis: spend nothing more, and leave
+		// it to be charged in full at its end, what was spent under it
+		// included (a report now could meet it still live and make a
+		// return credit units spent).
+		r.remaining, r.used, r.seq = 0, 0, 0
 	}
 	if r.remaining < cost {
 		if now.Before(r.notBefore) {
@@ -180,6 +184,12 @@ func (a *allowances) call(ctx context.Context, r *allowance, op int, now time.Ti
 	if res.seq == 0 || op == lendReturn {
 		r.remaining, r.seq = 0, 0
 	} else {
+		if !res.matched {
+			// The units in hand belong to a lease Redis no longer holds
+			// under the seq known here (state lost, or a renewal's answer
+			// lost): they are not to be spent under the new one.
+			r.remaining = 0
+		}
 		r.remaining += res.granted
 		margin := max(time.Millisecond, res.lease/1000)
 		r.deadline = now.Add(res.lease - margin)

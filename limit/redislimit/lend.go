@@ -47,6 +47,7 @@ type lendResult struct {
 	remaining int64
 	reset     time.Duration
 	now       int64 // the server's time of the call, µs
+	matched   bool  // the holder's lease seq was live
 }
 
 // lend runs the allowance script of p's algorithm for r on key.
@@ -70,11 +71,11 @@ func (s *Store) lend(ctx context.Context, key string, p limit.Policy, r lendRequ
 	if err != nil {
 		return lendResult{}, s.failure(ctx, "lend", []string{k}, err)
 	}
-	var v [8]int64
+	var v [9]int64
 	if _, err := parseInts(res, v[:]); err != nil {
 		return lendResult{}, err
 	}
 	return lendResult{granted: v[0], seq: v[1], lease: time.Duration(v[2]) * time.Microsecond, holders: v[3],
 		retry: time.Duration(v[4]) * time.Microsecond, remaining: v[5],
-		reset: time.Duration(v[6]) * time.Microsecond, now: v[7]}, nil
+		reset: time.Duration(v[6]) * time.Microsecond, now: v[7], matched: v[8] == 1}, nil
 }

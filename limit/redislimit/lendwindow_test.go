@@ -96,7 +96,9 @@ func TestLendWindowForfeitAtWindowEnd(t *testing.T) {
 				t.Fatalf("take: %+v, want 10 granted for the 400ms left in the window", a)
 			}
 			clock.Advance(400 * time.Millisecond) // the next window
-			r, err := s.LendForTest(ctx, "k", p, "a", true, a.Seq, 3, -1, 0, time.Hour)
+			// Past its local deadline a holder reports nothing more (its
+			// spends are in the lease's count).
+			r, err := s.LendForTest(ctx, "k", p, "a", true, a.Seq, 0, -1, 0, time.Hour)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -143,7 +145,7 @@ func TestLendWindowExpiredLeaseStaysCounted(t *testing.T) {
 			if r.Remaining != 5 || r.Holders != 0 {
 				t.Fatalf("late return: %+v, want the 5 still counted and no holder", r)
 			}
-			b, err := s.LendForTest(ctx, "k", p, "a", false, a.Seq, 2, -1, 10, lease)
+			b, err := s.LendForTest(ctx, "k", p, "a", false, a.Seq, 0, -1, 10, lease)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -188,6 +190,26 @@ func TestLendWindowResetAndSettleKeepLentUnits(t *testing.T) {
 			}
 			if oneTrip(t, s, "k", p, 11, true) || !oneTrip(t, s, "k", p, 10, true) {
 				t.Fatal("after a's return: want all 10 back")
+			}
+		})
+	}
+}
+
+// TestLendStaleReportIsCharged: a report on a lease the state does not
+// hold (Redis restarted empty, or the answer to a renewal was lost) is
+// charged at once: the new state knows what the holder spent from units it
+// took before.
+func TestLendStaleReportIsCharged(t *testing.T) {
+	ctx := context.Background()
+	for _, p := range append(append([]limit.Policy(nil), lendPolicies...), windowPolicies...) {
+		t.Run(p.Name, func(t *testing.T) {
+			s := lendStores(t, limittest.NewClock(windowStart), 1)[0]
+			r, err := s.LendForTest(ctx, "k", p, "a", false, 12345, 3, -1, 2, lease)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Granted != 2 || r.Remaining != 5 || r.Matched {
+				t.Fatalf("stale report of 3: %+v, want 2 granted and 10 - 3 - 2 = 5 remaining, not matched", r)
 			}
 		})
 	}
