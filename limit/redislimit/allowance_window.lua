@@ -6,7 +6,9 @@
 --   op alg limit n p w now seq used spent_at want lease
 -- op: 1 take or renew, 2 return. alg: 3 fixed, 5 sliding window. now: µs,
 -- or -1 for the server's TIME. seq: the holder's lease (0: none). used:
--- units spent under it since the last report. spent_at is not needed here.
+-- units spent under it since the last report; spent_at: a time at or after
+-- the last of those spends (-1: now), which only tells whether a report on
+-- a lease the state does not hold can concern this window.
 -- want: units asked for. lease: µs. ARGV[2] is the holder's id.
 --
 -- The state is "<window> <count>" (fixed) or "<window> <count> <previous>"
@@ -33,7 +35,7 @@ end
 local spec = {}
 for x in string.gmatch(ARGV[1], '%S+') do spec[#spec + 1] = tonumber(x) end
 local op, alg, limit, w = spec[1], spec[2], spec[3], spec[6]
-local now, seq, used, want, lease = spec[7], spec[8], spec[9], spec[11], spec[12]
+local now, seq, used, spent_at, want, lease = spec[7], spec[8], spec[9], spec[10], spec[11], spec[12]
 local holder = ARGV[2]
 local slack = 3600000
 if now < 0 then
@@ -93,11 +95,12 @@ if mine then
     cur = math.max(0, cur - mine.amt)
     mine.amt = 0
   end
-elseif seq > 0 and used > 0 then
+elseif seq > 0 and used > 0 and (spent_at < 0 or spent_at >= id * w) then
   -- A report on a lease this window does not hold, from a holder that
   -- believes it live: the state was lost (Redis restarted empty) or the
   -- answer to its last renewal was. Count the spends now (twice in the
-  -- second case: a loss, never an over-admission).
+  -- second case: a loss, never an over-admission). Spends that were all
+  -- made before this window began belong to an earlier one.
   cur = math.min(cur + used, 2 * limit)
 end
 

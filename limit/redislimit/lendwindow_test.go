@@ -214,3 +214,23 @@ func TestLendStaleReportIsCharged(t *testing.T) {
 		})
 	}
 }
+
+// TestLendWindowStaleReportOfAnEarlierWindow: a report on a lease the
+// state does not hold whose spends were all made before the window began
+// is not counted in it.
+func TestLendWindowStaleReportOfAnEarlierWindow(t *testing.T) {
+	ctx := context.Background()
+	for _, p := range windowPolicies {
+		t.Run(p.Name, func(t *testing.T) {
+			s := lendStores(t, limittest.NewClock(windowStart.Add(time.Second)), 1)[0]
+			before := windowStart.Add(900 * time.Millisecond).UnixMicro()
+			r, err := s.LendForTest(ctx, "k", p, "a", false, 12345, 3, before, 2, lease)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Granted != 2 || r.Remaining != 8 {
+				t.Fatalf("stale report of 3 spent in the last window: %+v, want 2 granted and 8 remaining", r)
+			}
+		})
+	}
+}
