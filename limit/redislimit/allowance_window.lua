@@ -3,13 +3,18 @@
 -- the window algorithms: same arguments, same answer.
 --
 -- KEYS[1] is the state key. ARGV[1] is one string of integers:
---   op alg limit n p w now seq used spent_at want lease
+--   op alg limit n p w now seq used spent_at want lease [need held]
 -- op: 1 take or renew, 2 return. alg: 3 fixed, 5 sliding window. now: µs,
 -- or -1 for the server's TIME. seq: the holder's lease (0: none). used:
 -- units spent under it since the last report; spent_at: a time at or after
 -- the last of those spends (-1: now), which only tells whether a report on
 -- a lease the state does not hold can concern this window.
--- want: units asked for. lease: µs. ARGV[2] is the holder's id.
+-- want: units asked for. lease: µs. need: the cost of the decision waiting
+-- for this call (0: none): when the holder's remainder and the grant cannot
+-- cover it, nothing is granted, the remainder is given back, and the answer
+-- is the one-trip denial of that cost. held: the holder's remainder when it
+-- sent the call (-1: not known); the lease is cut to it, the rest given
+-- back. ARGV[2] is the holder's id.
 --
 -- The state is "<window> <count>" (fixed) or "<window> <count> <previous>"
 -- (sliding) as in limit.lua, followed, while anything is lent in the
@@ -36,6 +41,7 @@ local spec = {}
 for x in string.gmatch(ARGV[1], '%S+') do spec[#spec + 1] = tonumber(x) end
 local op, alg, limit, w = spec[1], spec[2], spec[3], spec[6]
 local now, seq, used, spent_at, want, lease = spec[7], spec[8], spec[9], spec[10], spec[11], spec[12]
+local need, held = spec[13] or 0, spec[14] or -1
 local holder = ARGV[2]
 local slack = 3600000
 if now < 0 then
@@ -91,6 +97,10 @@ if mine then
   -- Spent units are already in the count: the report only says how much of
   -- the entry can no longer be given back.
   mine.amt = mine.amt - math.min(used, mine.amt)
+  if held >= 0 and held < mine.amt then
+    cur = math.max(0, cur - (mine.amt - held))
+    mine.amt = held
+  end
   if op == 2 then
     cur = math.max(0, cur - mine.amt)
     mine.amt = 0
@@ -123,12 +133,24 @@ local function retry_for(cost)
 end
 
 local granted, retry, newseq, lease_us = 0, 0, 0, 0
-if op == 1 and want > 0 then
-  granted = math.min(want, avail())
-  if granted < want then
-    local more = want - granted
-    if more > limit then more = 1 end
-    retry = retry_for(more)
+if op == 1 and (want > 0 or need > 0) then
+  local own = 0
+  if mine then own = mine.amt end
+  if need > 0 and avail() + own < need then
+    -- The decision cannot be met: give the remainder back and answer as
+    -- a one-trip decision would.
+    if mine then
+      cur = math.max(0, cur - own)
+      mine.amt = 0
+    end
+    retry = retry_for(math.min(math.max(need, want), limit))
+  else
+    granted = math.min(math.max(want, need - own), avail())
+    if granted < want then
+      local more = want - granted
+      if more > limit then more = 1 end
+      retry = retry_for(more)
+    end
   end
   if granted > 0 or (mine and mine.amt > 0) then
     if not mine then

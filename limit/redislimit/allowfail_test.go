@@ -39,15 +39,11 @@ func (h *lateHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 	return next
 }
 
-// makeHot decides cost 0 on key until the next decision is the one that
-// makes the key hot (four in a period).
+// makeHot makes key hot at s under p: its next decision there takes an
+// allowance.
 func makeHot(t *testing.T, s *redislimit.Store, key string, p limit.Policy) {
 	t.Helper()
-	for range 3 {
-		if _, err := s.AllowN(context.Background(), key, p, 0); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s.MakeHotForTest(key, p)
 }
 
 // drain spends cost 1 on key from s until a decision is denied and returns
@@ -129,6 +125,9 @@ func TestAllowanceWindowDeadStore(t *testing.T) {
 		t.Run(p.Name, func(t *testing.T) {
 			clock := limittest.NewClock(time.Unix(1_700_000_040, 0)) // a minute's start
 			stores := allowanceStores(t, clock, 3)
+			for _, s := range stores {
+				makeHot(t, s, "hot", p)
+			}
 			got := admit(t, stores[:1], p, 1, 10)
 			got += admit(t, stores, p, 4, 30)
 			held := stores[0].KillForTest()
@@ -215,8 +214,9 @@ func TestAllowanceRedisRestartedEmpty(t *testing.T) {
 			t.Run(p.Name+"/"+mode, func(t *testing.T) {
 				clock := limittest.NewClock(time.Unix(1_699_999_200, 0)) // an hour's start
 				srv, a, b, reconnect := restartPair(t, clock)
+				makeHot(t, a, "k", p)
 				a1 := drainN(t, a, p, 20)
-				held := a.HeldForTest()
+				held := a.HeldUnitsForTest()
 				b1 := drain(t, b, "k", p)
 				if a1+b1+held != p.Limit || held == 0 {
 					t.Fatalf("before the restart: %d + %d admitted, %d held, want the limit %d in all, some held",
@@ -299,13 +299,14 @@ func TestAllowanceRedisFrozen(t *testing.T) {
 	}
 	// A fast warm-up: the store learns a high rate and takes a large
 	// allowance.
+	makeHot(t, s, "k", p)
 	for range 200 {
 		if _, _, err := decide(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if s.HeldForTest() < 100 {
-		t.Fatalf("held %d after the warm-up, want a large allowance", s.HeldForTest())
+	if s.HeldUnitsForTest() < 100 {
+		t.Fatalf("held %d after the warm-up, want a large allowance", s.HeldUnitsForTest())
 	}
 	srv.Freeze(t)
 	frozeAt := time.Now()

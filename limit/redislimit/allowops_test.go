@@ -19,10 +19,10 @@ func takeOn(t *testing.T, s *redislimit.Store, key string, p limit.Policy) int64
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !dec.Allowed || s.HeldForTest() == 0 {
+	if !dec.Allowed || s.HeldUnitsForTest() == 0 {
 		t.Fatalf("no allowance taken on %s: %+v", p.Name, dec)
 	}
-	return s.HeldForTest()
+	return s.HeldUnitsForTest()
 }
 
 // TestAllowanceAllowAllStaysAtomic: AllowAll on a key this store holds an
@@ -54,8 +54,8 @@ func TestAllowanceAllowAllStaysAtomic(t *testing.T) {
 			if !all(1, 3) {
 				t.Fatal("AllowAll of 1 and 3 denied")
 			}
-			if a.HeldForTest() != 0 {
-				t.Fatalf("a holds %d after AllowAll on its key, want its allowance given back", a.HeldForTest())
+			if a.HeldUnitsForTest() != 0 {
+				t.Fatalf("a holds %d after AllowAll on its key, want its allowance given back", a.HeldUnitsForTest())
 			}
 			if all(1, 1) {
 				t.Fatal("AllowAll allowed with p2 spent")
@@ -102,8 +102,8 @@ func TestAllowanceSettleKeepsItsMeaning(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if a.HeldForTest() != 0 {
-				t.Fatalf("a holds %d after Settle on its key, want its allowance given back", a.HeldForTest())
+			if a.HeldUnitsForTest() != 0 {
+				t.Fatalf("a holds %d after Settle on its key, want its allowance given back", a.HeldUnitsForTest())
 			}
 			if want := 20 - 2 - 4 - heldB; dec.Remaining != want {
 				t.Fatalf("after a charge of 4: %d remaining, want %d (b's %d lent count)", dec.Remaining, want, heldB)

@@ -55,6 +55,7 @@ func holderMain() int {
 		return 2
 	}
 	p := holderPolicies[spec[3]]
+	s.MakeHotForTest("k", p)
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
 		n, _ := strconv.Atoi(strings.TrimPrefix(in.Text(), "allow "))
@@ -68,7 +69,7 @@ func holderMain() int {
 				admitted++
 			}
 		}
-		fmt.Printf("admitted %d held %d errors %d\n", admitted, s.HeldForTest(), errs)
+		fmt.Printf("admitted %d held %d errors %d\n", admitted, s.HeldUnitsForTest(), errs)
 	}
 	_ = s.Close(context.Background())
 	return 0
@@ -164,6 +165,7 @@ func holderSetup(t *testing.T, lease time.Duration, policy string) (*holderProc,
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = mine.Close(context.Background()) })
+	mine.MakeHotForTest("k", holderPolicies[policy])
 	one, err := redislimit.New(srv.Client(t), redislimit.Options{Prefix: "h:"})
 	if err != nil {
 		t.Fatal(err)

@@ -31,6 +31,9 @@ func TestAllowanceWindowsExactAcrossStores(t *testing.T) {
 		t.Run(p.Name, func(t *testing.T) {
 			clock := limittest.NewClock(windowStart)
 			stores := allowanceStores(t, clock, 3)
+			for _, s := range stores {
+				s.MakeHotForTest("hot", p)
+			}
 			perStep := make([]int64, steps)
 			var decided int64
 			for i := range steps {

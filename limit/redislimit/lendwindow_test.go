@@ -234,3 +234,40 @@ func TestLendWindowStaleReportOfAnEarlierWindow(t *testing.T) {
 		})
 	}
 }
+
+// TestLendWindowNeedAndHeld: a renewal that says what the holder still has
+// cuts its lease to that and gives the rest back; one whose decision the
+// remainder and the window cannot meet gives the remainder back, grants
+// nothing and answers when the cost would fit.
+func TestLendWindowNeedAndHeld(t *testing.T) {
+	ctx := context.Background()
+	for _, p := range windowPolicies {
+		t.Run(p.Name, func(t *testing.T) {
+			s := lendStores(t, limittest.NewClock(windowStart), 1)[0]
+			a, err := s.LendWindowForTest(ctx, "k", p, "a", 0, 0, 6, 0, -1, time.Hour)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// 1 spent, 2 kept of the other 5: 3 go back, 2 more granted.
+			r, err := s.LendWindowForTest(ctx, "k", p, "a", a.Seq, 1, 2, 0, 2, time.Hour)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !r.Matched || r.Granted != 2 || r.Remaining != 5 {
+				t.Fatalf("renewal holding 2: %+v, want 2 granted and 10 - 1 - 2 - 2 = 5 remaining", r)
+			}
+			b, err := s.LendWindowForTest(ctx, "k", p, "b", 0, 0, 5, 0, -1, time.Hour)
+			if err != nil || b.Granted != 5 {
+				t.Fatalf("b's take: %+v %v, want the 5 left", b, err)
+			}
+			// a holds 4 and needs 6: the window has nothing more.
+			r, err = s.LendWindowForTest(ctx, "k", p, "a", r.Seq, 0, 0, 6, 4, time.Hour)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Granted != 0 || r.Seq != 0 || r.Retry <= 0 || r.Remaining != 4 || r.Holders != 1 {
+				t.Fatalf("unmet need: %+v, want nothing granted, a's 4 back, a retry time", r)
+			}
+		})
+	}
+}

@@ -3,6 +3,7 @@ package httplimit_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,7 +33,8 @@ func TestShadowWithLocalAllowances(t *testing.T) {
 			run := func(allowances bool) outcome {
 				clk := newFakeClock()
 				prefix := fmt.Sprintf("shadow-%s-%v:", p.Algorithm, allowances)
-				store, err := redislimit.New(srv.Client(t), redislimit.Options{Prefix: prefix, Clock: clk,
+				c := srv.Client(t)
+				store, err := redislimit.New(c, redislimit.Options{Prefix: prefix, Clock: clk,
 					LocalAllowance: allowances})
 				if err != nil {
 					t.Fatal(err)
@@ -40,10 +42,21 @@ func TestShadowWithLocalAllowances(t *testing.T) {
 				reg := prometheus.NewRegistry()
 				ts := serve(t, httplimit.Options{Policies: []httplimit.Policy{{Name: "per-ip", Limit: p}},
 					Store: store, Now: clk.Now, Shadow: true, MetricsProvider: promlimit.New(reg)})
+				lent := false
 				for i := range 60 {
 					if res := get(t, ts); res.code != 200 {
 						t.Fatalf("shadow mode refused request %d: %d", i, res.code)
 					}
+					// Four requests a quarter second: a key busy enough to be
+					// lent (nothing refills in that time).
+					if i%4 == 3 {
+						clk.Advance(250 * time.Millisecond)
+					}
+					v, _ := c.Get(context.Background(), store.Key("127.0.0.1", p.Named("per-ip"))).Result()
+					lent = lent || strings.Contains(v, " L ")
+				}
+				if lent != allowances {
+					t.Fatalf("units lent: %v, with allowances %v", lent, allowances)
 				}
 				if err := store.Close(context.Background()); err != nil {
 					t.Fatal(err)
