@@ -67,6 +67,22 @@ func admit(t *testing.T, stores []*redislimit.Store, p limit.Policy, callers, de
 	return allowed.Load()
 }
 
+// warm makes key hot at every store: cost-0 decisions, enough of them in
+// enough periods of half the lease (the clock moves lease/2 a period).
+func warm(t *testing.T, clock *limittest.Clock, stores []*redislimit.Store, key string, p limit.Policy, lease time.Duration) {
+	t.Helper()
+	for range redislimit.WarmPeriods + 1 {
+		for _, s := range stores {
+			for range redislimit.HotThreshold {
+				if _, err := s.AllowN(context.Background(), key, p, 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		clock.Advance(lease / 2)
+	}
+}
+
 // drainRest spends what is left of the key on the one-trip path.
 func drainRest(t *testing.T, s *redislimit.Store, p limit.Policy) int64 {
 	t.Helper()
@@ -94,8 +110,13 @@ func TestAllowanceExactAcrossStores(t *testing.T) {
 		limit.GCRA(limit.PerHour(1), 500).Named("gcra"),
 	} {
 		t.Run(p.Name, func(t *testing.T) {
-			stores := allowanceStores(t, limittest.NewClock(time.Unix(1_700_000_000, 0)), 3)
+			clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
+			stores := allowanceStores(t, clock, 3)
+			warm(t, clock, stores, "hot", p, time.Second)
 			got := admit(t, stores, p, 8, 40) // 960 decisions on a limit of 500
+			if st := stores[0].AllowanceStats(); st.Local == 0 || st.Lent == 0 {
+				t.Fatalf("no decision was local: %+v", st)
+			}
 			if got > p.Limit {
 				t.Fatalf("admitted %d across 3 stores, over the limit %d", got, p.Limit)
 			}
@@ -119,6 +140,7 @@ func TestAllowanceDeadStoreLosesItsAllowance(t *testing.T) {
 	p := limit.TokenBucket(500, limit.PerHour(1)).Named("tb")
 	clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
 	stores := allowanceStores(t, clock, 3)
+	warm(t, clock, stores, "hot", p, time.Second)
 	got := admit(t, stores[:1], p, 1, 10) // store 0 takes an allowance
 	got += admit(t, stores, p, 4, 30)
 	held := stores[0].KillForTest()

@@ -9,20 +9,9 @@ import (
 )
 
 // HeldUnitsForTest returns the units the store's allowances hold unspent.
-func (s *Store) HeldUnitsForTest() (held int64) {
-	a := s.lent
-	a.mu.Lock()
-	recs := make([]*allowance, 0, len(a.recs))
-	for _, r := range a.recs {
-		recs = append(recs, r)
-	}
-	a.mu.Unlock()
-	for _, r := range recs {
-		r.mu.Lock()
-		held += r.remaining
-		r.mu.Unlock()
-	}
-	return held
+func (s *Store) HeldUnitsForTest() int64 {
+	_, units := s.HeldForTest()
+	return units
 }
 
 // MakeHotForTest makes key hot under p at once: its next decision at the
@@ -30,11 +19,18 @@ func (s *Store) HeldUnitsForTest() (held int64) {
 func (s *Store) MakeHotForTest(key string, p limit.Policy) {
 	a := s.lent
 	rk := s.Key(key, p)
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.recs[rk] == nil {
-		a.recs[rk] = &allowance{key: key, p: p, lastUse: a.now()}
+	sh := a.shard(rk)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.recs[rk] != nil {
+		return
 	}
+	now := a.now()
+	// As a key found busy: hotThreshold decisions in the last period.
+	sh.recs[rk] = &allowance{rk: rk, key: key, p: p, lastUse: now, rateAt: now,
+		rate: float64(hotThreshold) / a.period.Seconds()}
+	a.count.Add(1)
+	a.start()
 }
 
 // LendWindowForTest runs the window allowance script with a decision's
@@ -57,4 +53,12 @@ func (s *Store) LendWindowForTest(ctx context.Context, key string, p limit.Polic
 	}
 	return Lease{Granted: v[0], Seq: v[1], LeaseFor: time.Duration(v[2]) * time.Microsecond, Holders: v[3],
 		Retry: time.Duration(v[4]) * time.Microsecond, Remaining: v[5], Now: v[7], Matched: v[8] == 1}, nil
+}
+
+// WaitSettledForTest waits, up to 10s, until no allowance of the store has
+// a call in flight or a background renewal due.
+func (s *Store) WaitSettledForTest() {
+	for deadline := time.Now().Add(10 * time.Second); !s.SettledForTest() && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
 }

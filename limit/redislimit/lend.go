@@ -35,6 +35,8 @@ type lendRequest struct {
 	spentAt int64 // server µs at or after the last of those spends; -1 for now
 	want    int64 // units asked for
 	lease   time.Duration
+	need    int64 // the cost of the decision waiting for the call; 0 for none
+	held    int64 // the holder's remainder when sending; -1 for unknown
 }
 
 // lendResult is the script's answer.
@@ -62,7 +64,7 @@ func (s *Store) lend(ctx context.Context, key string, p limit.Policy, r lendRequ
 	}
 	b := make([]byte, 0, 96)
 	for _, x := range [...]int64{int64(r.op), u.alg, u.limit, u.n, u.p, u.w, s.now(), r.seq, r.used,
-		r.spentAt, r.want, int64(r.lease / time.Microsecond)} {
+		r.spentAt, r.want, int64(r.lease / time.Microsecond), r.need, r.held} {
 		b = strconv.AppendInt(b, x, 10)
 		b = append(b, ' ')
 	}

@@ -2,8 +2,6 @@ package redislimit
 
 import (
 	_ "embed"
-	"errors"
-	"math"
 	"time"
 
 	"github.com/costwise/batcher/limit"
@@ -35,28 +33,18 @@ func lendScript(alg limit.Algorithm) *redis.Script {
 // lendable reports whether keys under alg may be decided from allowances.
 func lendable(alg limit.Algorithm) bool { return lendScript(alg) != nil }
 
-// errWindowEnd sends a decision on the one-trip path: too little of the
-// key's window is left for an allowance to be worth its call.
-var errWindowEnd = errors.New("redislimit: window ends before a lease would pay")
-
-// windowWant caps want, on the window algorithms, at what the key's rate
-// spends in the time left in the window (the rest would be forfeit when
-// the window ends), and fails with errWindowEnd when less than a quarter
-// of a lease is left. The window's position comes from the server's time
-// of r's last call plus the local time since: never ahead of the server's.
-func (a *allowances) windowWant(r *allowance, now time.Time, rate float64, want, cost int64) (int64, error) {
+// windowLeft returns, on the window algorithms, the time left in r's
+// window, from the server's time of r's last call plus the local time
+// since (never ahead of the server's); ok is false on the other algorithms
+// and before r's first call.
+func (a *allowances) windowLeft(r *allowance, now time.Time) (left time.Duration, ok bool) {
 	if r.p.Algorithm != limit.FixedWindowAlgorithm && r.p.Algorithm != limit.SlidingWindowAlgorithm {
-		return want, nil
+		return 0, false
 	}
 	if r.sent.IsZero() {
-		return want, nil
+		return 0, false
 	}
 	w := int64(r.p.Window / time.Microsecond)
 	srv := r.server + now.Sub(r.sent).Microseconds()
-	left := time.Duration(w-srv%w) * time.Microsecond
-	if left < a.lease/4 {
-		return 0, errWindowEnd
-	}
-	spend := int64(math.Ceil(rate * left.Seconds()))
-	return max(min(want, spend), cost, 1), nil
+	return time.Duration(w-srv%w) * time.Microsecond, true
 }

@@ -66,6 +66,11 @@ type Options struct {
 	MaxAllowances int
 }
 
+// localAllowanceForTests turns LocalAllowance on in every store: the
+// package's tests set it from BATCHER_TEST_LOCAL_ALLOWANCE to run them all
+// with allowances.
+var localAllowanceForTests bool
+
 // Store is a limit.Store on Redis: a single server, Sentinel or a cluster
 // (any go-redis client that can run scripts). Store is safe for concurrent use.
 type Store struct {
@@ -74,6 +79,7 @@ type Store struct {
 	clock  limit.Clock
 	batch  *batcher    // nil on a cluster, a ring, or with MaxBatch 1
 	lent   *allowances // nil unless Options.LocalAllowance
+	stats  counters
 }
 
 // New returns a store on client.
@@ -100,7 +106,7 @@ func New(client redis.Scripter, opts Options) (*Store, error) {
 		return nil, &limit.OptionError{Option: "MaxAllowances", Reason: "must not be negative"}
 	}
 	s := &Store{client: client, prefix: opts.Prefix, clock: opts.Clock}
-	if opts.LocalAllowance {
+	if opts.LocalAllowance || localAllowanceForTests {
 		s.lent = newAllowances(s, cmp.Or(opts.AllowanceLease, defaultAllowanceLease),
 			cmp.Or(opts.MaxAllowances, defaultMaxAllowances))
 	}
@@ -238,6 +244,7 @@ func (s *Store) send(ctx context.Context, sc *redis.Script, keys []string, args 
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
+	s.stats.commands.Add(1)
 	if ctx.Done() == nil { // a context that never ends: nothing to bound
 		return sc.Run(ctx, s.client, keys, args...).Text()
 	}
@@ -316,11 +323,12 @@ func (s *Store) AllowN(ctx context.Context, key string, p limit.Policy, cost int
 	reqs := [1]limit.Request{{Key: key, Policy: p, Cost: cost}}
 	if s.lent != nil && lendable(p.Algorithm) && cost >= 0 && p.Validate() == nil {
 		if r := s.lent.get(s.Key(key, p), key, p); r != nil {
-			if dec, ok := s.lent.decide(ctx, r, cost); ok {
+			if dec, ok := s.lent.decide(ctx, r, p, cost); ok {
 				return dec, nil
 			}
 		}
 	}
+	s.stats.remote.Add(1)
 	switch p.Algorithm {
 	case limit.TokenBucketAlgorithm, limit.GCRAAlgorithm, limit.FixedWindowAlgorithm:
 		return s.allowFast(ctx, reqs[0])
@@ -340,18 +348,64 @@ func (s *Store) AllowAll(ctx context.Context, reqs []limit.Request, out []limit.
 	if err := s.dropAllowances(ctx, reqs); err != nil {
 		return out, err
 	}
+	s.stats.remote.Add(int64(len(reqs)))
 	return s.run(ctx, opAllow, "allow all", reqs, out)
 }
 
-// CountAll counts every request, Envoy-style, in one round trip.
+// CountAll counts every request, Envoy-style, in one round trip. Under
+// LocalAllowance, a token bucket or GCRA request on a key this store holds
+// an allowance for is decided from it (these algorithms do not count denied
+// costs, so each request is an AllowN); the others go to Redis together.
 func (s *Store) CountAll(ctx context.Context, reqs []limit.Request, out []limit.Decision) ([]limit.Decision, error) {
 	if len(reqs) == 0 {
 		return out, nil
 	}
-	if err := s.dropAllowances(ctx, reqs); err != nil {
-		return out, err
+	if s.lent == nil {
+		s.stats.remote.Add(int64(len(reqs)))
+		return s.run(ctx, opCount, "count all", reqs, out)
 	}
-	return s.run(ctx, opCount, "count all", reqs, out)
+	start := len(out)
+	var rest []limit.Request
+	var restAt []int
+	for i, r := range reqs {
+		out = append(out, limit.Decision{})
+		if r.Cost >= 0 && (r.Policy.Algorithm == limit.TokenBucketAlgorithm || r.Policy.Algorithm == limit.GCRAAlgorithm) &&
+			r.Policy.Validate() == nil {
+			if a := s.lent.get(s.Key(r.Key, r.Policy), r.Key, r.Policy); a != nil {
+				if dec, ok := s.lent.decide(ctx, a, r.Policy, r.Cost); ok {
+					out[start+i] = dec
+					continue
+				}
+			}
+		}
+		rest = append(rest, r)
+		restAt = append(restAt, start+i)
+	}
+	if len(rest) == 0 {
+		return out, nil
+	}
+	if len(rest) == len(reqs) {
+		// Nothing decided here: the allowances of windows' keys (whose
+		// denials CountAll counts in Redis) and of keys just cooled give
+		// way to the shared state.
+		if err := s.dropAllowances(ctx, reqs); err != nil {
+			return out[:start], err
+		}
+		s.stats.remote.Add(int64(len(reqs)))
+		return s.run(ctx, opCount, "count all", reqs, out[:start])
+	}
+	if err := s.dropAllowances(ctx, rest); err != nil {
+		return out[:start], err
+	}
+	s.stats.remote.Add(int64(len(rest)))
+	decs, err := s.run(ctx, opCount, "count all", rest, nil)
+	if err != nil {
+		return out[:start], err
+	}
+	for i, d := range decs {
+		out[restAt[i]] = d
+	}
+	return out, nil
 }
 
 // Settle charges or refunds key under p, in one round trip.
@@ -361,6 +415,7 @@ func (s *Store) Settle(ctx context.Context, key string, p limit.Policy, delta in
 	if err := s.dropAllowances(ctx, reqs[:]); err != nil {
 		return limit.Decision{}, err
 	}
+	s.stats.remote.Add(1)
 	out, err := s.run(ctx, opSettle, "settle", reqs[:], buf[:0])
 	if err != nil || len(out) == 0 {
 		return limit.Decision{}, err
