@@ -216,6 +216,7 @@ func TestAllowanceRedisRestartedEmpty(t *testing.T) {
 				srv, a, b, reconnect := restartPair(t, clock)
 				makeHot(t, a, "k", p)
 				a1 := drainN(t, a, p, 20)
+				a.WaitSettledForTest()
 				held := a.HeldUnitsForTest()
 				b1 := drain(t, b, "k", p)
 				if a1+b1+held != p.Limit || held == 0 {
@@ -300,14 +301,19 @@ func TestAllowanceRedisFrozen(t *testing.T) {
 	// A fast warm-up: the store learns a high rate and takes a large
 	// allowance.
 	makeHot(t, s, "k", p)
-	for range 200 {
+	for start := time.Now(); time.Since(start) < 300*time.Millisecond; {
 		if _, _, err := decide(); err != nil {
 			t.Fatal(err)
 		}
+		time.Sleep(100 * time.Microsecond)
 	}
-	if s.HeldUnitsForTest() < 100 {
-		t.Fatalf("held %d after the warm-up, want a large allowance", s.HeldUnitsForTest())
+	s.WaitSettledForTest()
+	held := s.HeldUnitsForTest()
+	if held < 2 {
+		t.Fatalf("held %d after the warm-up, want an allowance", held)
 	}
+	// Decisions paced so that what is held outlasts the lease.
+	pace := max(5*time.Millisecond, 2*leaseFor/time.Duration(held))
 	srv.Freeze(t)
 	frozeAt := time.Now()
 	thawed := false
@@ -339,12 +345,12 @@ func TestAllowanceRedisFrozen(t *testing.T) {
 			t.Fatal("a decision from the allowance was denied")
 		}
 		local++
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(pace)
 	}
 	srv.Thaw(t)
 	thawed = true
-	t.Logf("Redis frozen: %d decisions served from the allowance for %v, then errors within %v (timeout %v)",
-		local, firstErr.Round(time.Millisecond), slowest.Round(time.Millisecond), timeout)
+	t.Logf("Redis frozen holding %d units: %d decisions (one per %v) served from the allowance for %v, then errors within %v (timeout %v)",
+		held, local, pace, firstErr.Round(time.Millisecond), slowest.Round(time.Millisecond), timeout)
 	if local == 0 {
 		t.Fatal("no decision served from the allowance while Redis was frozen")
 	}

@@ -69,6 +69,7 @@ func holderMain() int {
 				admitted++
 			}
 		}
+		s.WaitSettledForTest()
 		fmt.Printf("admitted %d held %d errors %d\n", admitted, s.HeldUnitsForTest(), errs)
 	}
 	_ = s.Close(context.Background())

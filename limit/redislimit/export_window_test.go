@@ -58,3 +58,7 @@ func (s *Store) LendWindowForTest(ctx context.Context, key string, p limit.Polic
 	return Lease{Granted: v[0], Seq: v[1], LeaseFor: time.Duration(v[2]) * time.Microsecond, Holders: v[3],
 		Retry: time.Duration(v[4]) * time.Microsecond, Remaining: v[5], Now: v[7], Matched: v[8] == 1}, nil
 }
+
+// WaitSettledForTest returns at once: this store renews only within
+// decisions, so nothing is in flight between them.
+func (s *Store) WaitSettledForTest() {}
