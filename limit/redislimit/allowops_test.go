@@ -133,3 +133,46 @@ func algCode(p limit.Policy) string {
 	return map[limit.Algorithm]string{limit.TokenBucketAlgorithm: "tb", limit.GCRAAlgorithm: "gcra",
 		limit.FixedWindowAlgorithm: "fw", limit.SlidingWindowAlgorithm: "sw"}[p.Algorithm]
 }
+
+// TestAllowanceCountAllOnWindows: CountAll counts denied costs on the
+// fixed and sliding windows, so on a key this store holds an allowance on
+// it gives the allowance back and counts on the shared state, where
+// another store's lent units count.
+func TestAllowanceCountAllOnWindows(t *testing.T) {
+	ctx := context.Background()
+	for _, p := range []limit.Policy{
+		limit.FixedWindow(10, time.Hour).Named("p"),
+		limit.SlidingWindow(10, time.Hour).Named("p"),
+	} {
+		t.Run(algCode(p), func(t *testing.T) {
+			stores := allowanceStores(t, limittest.NewClock(time.Unix(1_699_999_200, 0)), 3)
+			a, b, one := stores[0], stores[1], stores[2]
+			heldB := takeOn(t, b, "k", p)
+			takeOn(t, a, "k", p)
+			allowed := int64(0)
+			for range 20 {
+				out, err := a.CountAll(ctx, []limit.Request{{Key: "k", Policy: p, Cost: 1}}, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if a.HeldUnitsForTest() != 0 {
+					t.Fatal("a still holds units after CountAll on its key")
+				}
+				if out[0].Allowed {
+					allowed++
+				}
+			}
+			if want := 10 - 2 - heldB; allowed != want {
+				t.Fatalf("CountAll allowed %d, want %d: 10 less the 2 spent and b's %d lent", allowed, want, heldB)
+			}
+			if err := b.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			// The denied costs were counted: nothing is left in the window
+			// even with b's units back.
+			if rest := drain(t, one, "k", p); rest != 0 {
+				t.Fatalf("%d left after CountAll's denials, want 0", rest)
+			}
+		})
+	}
+}
