@@ -22,7 +22,7 @@
 -- (charged at the lease end).
 --
 -- The answer: "granted seq lease_us holders retry_us remaining reset_us now
--- matched", matched 1 when seq named the holder's live lease.
+-- matched", matched 1 when the holder's lease seq was live.
 
 local TB = 1
 
@@ -107,6 +107,8 @@ local mine
 for _, it in ipairs(ledger) do
   if it.h == holder and it.s == seq and seq > 0 then mine = it end
 end
+local matched = 0
+if mine then matched = 1 end
 if mine then
   local u = math.min(used, mine.amt)
   local t = now
@@ -115,6 +117,15 @@ if mine then
   mine.amt = mine.amt - u
   if held >= 0 and held < mine.amt then mine.amt = held end
   if op == 2 then mine.amt = 0 end
+elseif seq > 0 and used > 0 then
+  -- A report on a lease this state does not hold, from a holder that
+  -- believes it live: the state was lost (Redis restarted empty) or the
+  -- answer to its last renewal was. Charge the spends now: in the first
+  -- case this state knows them from here on, in the second they count
+  -- twice (a loss, never an over-admission).
+  local t = now
+  if spent_at >= 0 and spent_at < now then t = spent_at end
+  charge(used, t)
 end
 
 local lent = 0
@@ -192,7 +203,5 @@ else
 end
 
 local remaining = math.max(0, idiv(cap - d - lent * p, p))
-local matched = 0
-if mine then matched = 1 end
 return string.format('%d %d %d %d %d %d %d %d %d', granted, newseq, lease_us, holders, retry,
   remaining, cdiv(d + lent * p, n), now, matched)

@@ -13,8 +13,9 @@ import (
 )
 
 // Local allowances (Options.LocalAllowance; DESIGN-allowances.md): a token
-// bucket or GCRA key decided often at this store spends from units taken
-// out of its Redis state in one script call, which records them as lent.
+// bucket, GCRA, fixed or sliding window key decided often at this store
+// spends from units taken out of its Redis state in one script call, which
+// records them as lent.
 // A key is lent only once it has been busy (hotThreshold decisions in a
 // period of half a lease) for warmPeriods periods in a row; until then,
 // and for every other key, decisions take the one-trip path unchanged.
@@ -281,6 +282,10 @@ func (a *allowances) decide(ctx context.Context, r *allowance, p limit.Policy, c
 			}
 			continue
 		}
+		if left, ok := a.windowLeft(r, now); ok && left < a.lease/4 {
+			// Too little of the window is left for a lease to pay.
+			return limit.Decision{}, false
+		}
 		r.demand += cost
 		// Ask Redis for what the remainder lacks, the remainder itself
 		// set aside: if the two cannot meet cost, it goes back and the
@@ -313,11 +318,20 @@ func (a *allowances) decide(ctx context.Context, r *allowance, p limit.Policy, c
 }
 
 // expire drops what r holds once its local deadline has passed: the lease
-// may have ended in Redis, which then counts the units spent.
+// may have ended in Redis, which then counts the units spent. Unless a
+// call is in flight (its answer settles the lease), r forgets the lease
+// and its unreported spends too: the lease is charged in full at its end,
+// and a report sent now on a lease that has ended would be charged again.
 func (a *allowances) expire(r *allowance, now time.Time) {
-	if r.remaining > 0 && !now.Before(r.deadline) {
+	if now.Before(r.deadline) {
+		return
+	}
+	if r.remaining > 0 {
 		a.stats.expired.Add(r.remaining)
 		r.remaining = 0
+	}
+	if r.flight == nil {
+		r.seq, r.used = 0, 0
 	}
 }
 
@@ -370,6 +384,10 @@ func (a *allowances) request(r *allowance, now time.Time, need, held int64) call
 		r.rateAt = now // the clock went back
 	}
 	want := max(a.target(r)-held, 0)
+	if left, ok := a.windowLeft(r, now); ok {
+		// Units out at the window's end are forfeit.
+		want = min(want, int64(math.Ceil(r.rate*left.Seconds())))
+	}
 	return call{lendRequest: lendRequest{op: lendTake, holder: a.holder, seq: r.seq, used: r.used,
 		spentAt: spentAt, want: want, lease: a.lease, need: need, held: held}, at: now}
 }

@@ -13,6 +13,7 @@ type Lease struct {
 	Granted, Seq, Holders, Remaining int64
 	LeaseFor, Retry                  time.Duration
 	Now                              int64
+	Matched                          bool
 }
 
 // LendForTest runs the allowance script: take (ret false) or return.
@@ -25,7 +26,7 @@ func (s *Store) LendForTest(ctx context.Context, key string, p limit.Policy, hol
 	r, err := s.lend(ctx, key, p, lendRequest{op: op, holder: holder, seq: seq, used: used, spentAt: spentAt,
 		want: want, lease: lease, held: -1})
 	return Lease{Granted: r.granted, Seq: r.seq, Holders: r.holders, Remaining: r.remaining,
-		LeaseFor: r.lease, Retry: r.retry, Now: r.now}, err
+		LeaseFor: r.lease, Retry: r.retry, Now: r.now, Matched: r.matched}, err
 }
 
 // KillForTest stops the store's allowance work without giving anything

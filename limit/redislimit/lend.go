@@ -10,8 +10,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The allowance script lends units out of a key's shared state to one
-// holder (DESIGN-allowances.md); allowances.go spends them.
+// The allowance scripts lend units out of a key's shared state to one
+// holder (DESIGN-allowances.md): allowance.lua for the token bucket and
+// GCRA, allowance_window.lua for the fixed and sliding windows.
 
 //go:embed allowance.lua
 var allowanceSource string
@@ -48,18 +49,18 @@ type lendResult struct {
 	remaining int64
 	reset     time.Duration
 	now       int64 // the server's time of the call, µs
-	matched   bool  // seq was the holder's live lease
+	matched   bool  // the holder's lease seq was live
 }
 
-// lend runs the allowance script for r on key under p: token bucket and
-// GCRA only.
+// lend runs the allowance script of p's algorithm for r on key.
 func (s *Store) lend(ctx context.Context, key string, p limit.Policy, r lendRequest) (lendResult, error) {
 	u, err := units(p)
 	if err != nil {
 		return lendResult{}, err
 	}
-	if p.Algorithm != limit.TokenBucketAlgorithm && p.Algorithm != limit.GCRAAlgorithm {
-		return lendResult{}, &limit.PolicyError{Policy: p.Name, Field: "algorithm", Reason: "allowances hold only the token bucket and GCRA for now"}
+	sc := lendScript(p.Algorithm)
+	if sc == nil {
+		return lendResult{}, &limit.PolicyError{Policy: p.Name, Field: "algorithm", Reason: "allowances do not hold the rolling window"}
 	}
 	b := make([]byte, 0, 96)
 	for _, x := range [...]int64{int64(r.op), u.alg, u.limit, u.n, u.p, u.w, s.now(), r.seq, r.used,
@@ -68,7 +69,7 @@ func (s *Store) lend(ctx context.Context, key string, p limit.Policy, r lendRequ
 		b = append(b, ' ')
 	}
 	k := s.Key(key, p)
-	res, err := s.send(ctx, allowanceScript, []string{k}, string(b), r.holder)
+	res, err := s.send(ctx, sc, []string{k}, string(b), r.holder)
 	if err != nil {
 		return lendResult{}, s.failure(ctx, "lend", []string{k}, err)
 	}

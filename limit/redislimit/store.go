@@ -50,11 +50,12 @@ type Options struct {
 	// MaxBatch caps the AllowN calls one batch carries; 1 sends every call
 	// on its own. Default 256.
 	MaxBatch int
-	// LocalAllowance lets a token bucket or GCRA key decided often at this
-	// store (at least 4 times in each of 4 periods of half a lease in a
-	// row) spend from units taken out of its Redis state in one call, which
-	// records them as lent, so that the sum admitted across stores never
-	// exceeds the limit (see the package doc and DESIGN-allowances.md).
+	// LocalAllowance lets a token bucket, GCRA, fixed or sliding window key
+	// decided often at this store (at least 4 times in each of 4 periods of
+	// half a lease in a row) spend from units taken out of its Redis state
+	// in one call, which records them as lent, so that the sum admitted
+	// across stores never exceeds the limit (see the package doc and
+	// DESIGN-allowances.md; rolling window keys keep the one-trip path).
 	// Experimental; off by default. Every store sharing the prefix must run
 	// a version that reads lent units (this one or later). Call Close to
 	// give the units back and stop the renewal goroutine when the store is
@@ -322,22 +323,18 @@ func parseInts(res string, v []int64) (string, error) {
 func (s *Store) AllowN(ctx context.Context, key string, p limit.Policy, cost int64) (limit.Decision, error) {
 	var buf [1]limit.Decision
 	reqs := [1]limit.Request{{Key: key, Policy: p, Cost: cost}}
-	switch p.Algorithm {
-	case limit.TokenBucketAlgorithm, limit.GCRAAlgorithm:
-		if s.lent != nil && cost >= 0 && p.Validate() == nil {
-			if r := s.lent.get(s.Key(key, p), key, p); r != nil {
-				if dec, ok := s.lent.decide(ctx, r, p, cost); ok {
-					return dec, nil
-				}
+	if s.lent != nil && lendable(p.Algorithm) && cost >= 0 && p.Validate() == nil {
+		if r := s.lent.get(s.Key(key, p), key, p); r != nil {
+			if dec, ok := s.lent.decide(ctx, r, p, cost); ok {
+				return dec, nil
 			}
 		}
-		s.stats.remote.Add(1)
-		return s.allowFast(ctx, reqs[0])
-	case limit.FixedWindowAlgorithm:
-		s.stats.remote.Add(1)
-		return s.allowFast(ctx, reqs[0])
 	}
 	s.stats.remote.Add(1)
+	switch p.Algorithm {
+	case limit.TokenBucketAlgorithm, limit.GCRAAlgorithm, limit.FixedWindowAlgorithm:
+		return s.allowFast(ctx, reqs[0])
+	}
 	out, err := s.run(ctx, opAllow, "allow", reqs[:], buf[:0])
 	if err != nil || len(out) == 0 {
 		return limit.Decision{}, err
@@ -390,8 +387,9 @@ func (s *Store) CountAll(ctx context.Context, reqs []limit.Request, out []limit.
 		return out, nil
 	}
 	if len(rest) == len(reqs) {
-		// Nothing decided here: the allowances of windows' keys (none yet)
-		// and of keys just cooled give way to the shared state.
+		// Nothing decided here: the allowances of windows' keys (whose
+		// denials CountAll counts in Redis) and of keys just cooled give
+		// way to the shared state.
 		if err := s.dropAllowances(ctx, reqs); err != nil {
 			return out[:start], err
 		}
@@ -446,7 +444,7 @@ func (s *Store) dropAllowances(ctx context.Context, reqs []limit.Request) error 
 		return nil
 	}
 	for _, r := range reqs {
-		if r.Policy.Algorithm != limit.TokenBucketAlgorithm && r.Policy.Algorithm != limit.GCRAAlgorithm {
+		if !lendable(r.Policy.Algorithm) {
 			continue
 		}
 		if err := s.lent.drop(ctx, s.Key(r.Key, r.Policy)); err != nil {
