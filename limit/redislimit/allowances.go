@@ -182,7 +182,9 @@ func (a *allowances) shard(rk string) *allowShard {
 }
 
 // get returns key's allowance under rk, making one when the key has become
-// hot, or nil: the decision takes the one-trip path.
+// hot, or nil: the decision takes the one-trip path. Only decisions
+// answered count towards heat (see warm): calls that gave up, on a frozen
+// or unreachable server, never make a key hot.
 func (a *allowances) get(rk, key string, p limit.Policy) *allowance {
 	sh := a.shard(rk)
 	sh.mu.Lock()
@@ -193,24 +195,12 @@ func (a *allowances) get(rk, key string, p limit.Policy) *allowance {
 	if a.closed.Load() {
 		return nil
 	}
-	now := a.now()
-	idx := now.UnixNano() / int64(a.period)
 	h, ok := sh.heat[rk]
-	if !ok && len(sh.heat) >= maxHeat/shardCount {
-		prune(sh, idx)
-	}
 	if !ok {
-		h.idx = idx
-	} else if idx > h.idx {
-		if idx == h.idx+1 && h.count >= hotThreshold {
-			h.streak++
-			h.prev = h.count
-		} else {
-			h.streak, h.prev = 0, 0
-		}
-		h.idx, h.count = idx, 0
+		return nil
 	}
-	h.count++
+	now := a.now()
+	h.roll(now.UnixNano() / int64(a.period))
 	if h.streak < warmPeriods || a.count.Load() >= a.max {
 		sh.heat[rk] = h
 		return nil
@@ -222,6 +212,42 @@ func (a *allowances) get(rk, key string, p limit.Policy) *allowance {
 	a.count.Add(1)
 	a.start()
 	return r
+}
+
+// warm counts a decision on rk answered by the one-trip path.
+func (a *allowances) warm(rk string) {
+	sh := a.shard(rk)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.recs[rk] != nil || a.closed.Load() {
+		return
+	}
+	idx := a.now().UnixNano() / int64(a.period)
+	h, ok := sh.heat[rk]
+	if !ok && len(sh.heat) >= maxHeat/shardCount {
+		prune(sh, idx)
+	}
+	if !ok {
+		h.idx = idx
+	}
+	h.roll(idx)
+	h.count++
+	sh.heat[rk] = h
+}
+
+// roll moves h to period idx: a streak goes on when the period before was
+// busy and directly precedes idx.
+func (h *heat) roll(idx int64) {
+	if idx <= h.idx {
+		return
+	}
+	if idx == h.idx+1 && h.count >= hotThreshold {
+		h.streak++
+		h.prev = h.count
+	} else {
+		h.streak, h.prev = 0, 0
+	}
+	h.idx, h.count = idx, 0
 }
 
 // prune forgets the heat of keys not decided in this period or the last.

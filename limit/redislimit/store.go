@@ -323,23 +323,32 @@ func parseInts(res string, v []int64) (string, error) {
 func (s *Store) AllowN(ctx context.Context, key string, p limit.Policy, cost int64) (limit.Decision, error) {
 	var buf [1]limit.Decision
 	reqs := [1]limit.Request{{Key: key, Policy: p, Cost: cost}}
+	var rk string
 	if s.lent != nil && lendable(p.Algorithm) && cost >= 0 && p.Validate() == nil {
-		if r := s.lent.get(s.Key(key, p), key, p); r != nil {
+		rk = s.Key(key, p)
+		if r := s.lent.get(rk, key, p); r != nil {
 			if dec, ok := s.lent.decide(ctx, r, p, cost); ok {
 				return dec, nil
 			}
 		}
 	}
 	s.stats.remote.Add(1)
+	var dec limit.Decision
+	var err error
 	switch p.Algorithm {
 	case limit.TokenBucketAlgorithm, limit.GCRAAlgorithm, limit.FixedWindowAlgorithm:
-		return s.allowFast(ctx, reqs[0])
+		dec, err = s.allowFast(ctx, reqs[0])
+	default:
+		var out []limit.Decision
+		out, err = s.run(ctx, opAllow, "allow", reqs[:], buf[:0])
+		if err == nil && len(out) > 0 {
+			dec = out[0]
+		}
 	}
-	out, err := s.run(ctx, opAllow, "allow", reqs[:], buf[:0])
-	if err != nil || len(out) == 0 {
-		return limit.Decision{}, err
+	if err == nil && rk != "" {
+		s.lent.warm(rk)
 	}
-	return out[0], nil
+	return dec, err
 }
 
 // AllowAll decides reqs together, atomically, in one round trip.
@@ -394,7 +403,11 @@ func (s *Store) CountAll(ctx context.Context, reqs []limit.Request, out []limit.
 			return out[:start], err
 		}
 		s.stats.remote.Add(int64(len(reqs)))
-		return s.run(ctx, opCount, "count all", reqs, out[:start])
+		out, err := s.run(ctx, opCount, "count all", reqs, out[:start])
+		if err == nil {
+			s.warmCounted(reqs)
+		}
+		return out, err
 	}
 	if err := s.dropAllowances(ctx, rest); err != nil {
 		return out[:start], err
@@ -407,7 +420,19 @@ func (s *Store) CountAll(ctx context.Context, reqs []limit.Request, out []limit.
 	for i, d := range decs {
 		out[restAt[i]] = d
 	}
+	s.warmCounted(rest)
 	return out, nil
+}
+
+// warmCounted counts the token bucket and GCRA requests of a CountAll
+// Redis answered towards their keys' heat.
+func (s *Store) warmCounted(reqs []limit.Request) {
+	for _, r := range reqs {
+		if r.Cost >= 0 && (r.Policy.Algorithm == limit.TokenBucketAlgorithm || r.Policy.Algorithm == limit.GCRAAlgorithm) &&
+			r.Policy.Validate() == nil {
+			s.lent.warm(s.Key(r.Key, r.Policy))
+		}
+	}
 }
 
 // Settle charges or refunds key under p, in one round trip.
