@@ -24,6 +24,11 @@ type Counter struct {
 	TTL time.Duration
 	// Count is set by the store: the counter's value after adding Hits.
 	Count uint64
+	// Limit is the counter's limit per window and End the end of its
+	// window (Unix seconds), for stores that lend a window's units ahead
+	// (redisstore's Options.LocalAllowance); other stores ignore them.
+	Limit uint64
+	End   int64
 }
 
 // Store holds fixed-window counters. Implementations are safe for
@@ -227,9 +232,11 @@ func (s *Service) plan(req *rlsv3.RateLimitRequest, now int64) ([]decision, []Co
 		window := now / l.divider * l.divider
 		ttl := time.Duration(window+l.divider-now)*time.Second + s.opts.KeyGrace
 		counters = append(counters, Counter{
-			Key:  s.counterKey(req.Domain, d, ds[i].match.Share, window),
-			Hits: hitsAddend(req, d),
-			TTL:  ttl,
+			Key:   s.counterKey(req.Domain, d, ds[i].match.Share, window),
+			Hits:  hitsAddend(req, d),
+			TTL:   ttl,
+			Limit: uint64(l.Proto.RequestsPerUnit),
+			End:   window + l.divider,
 		})
 	}
 	return ds, counters, nil
