@@ -52,7 +52,7 @@ type allowance struct {
 	server    int64     // the server's time of that call, µs
 	lastSpend time.Time
 	lastUse   time.Time
-	decisions int64 // since the last call, for the rate
+	decisions int64 // cost decided since the last call, for the rate
 	holders   int64
 	notBefore time.Time // local refusals until then
 	srvRemain int64     // what the last call said remains in Redis
@@ -112,7 +112,7 @@ func (a *allowances) decide(ctx context.Context, r *allowance, cost int64) (dec 
 	}
 	now := a.now()
 	r.lastUse = now
-	r.decisions++
+	r.decisions += cost
 	if !now.Before(r.deadline) {
 		r.remaining = 0 // the lease may have ended in Redis: spend nothing more
 	}
@@ -151,9 +151,9 @@ func (a *allowances) call(ctx context.Context, r *allowance, op int, now time.Ti
 	}
 	want := int64(0)
 	if op == lendTake {
-		rate := float64(r.decisions) / max(now.Sub(r.sent).Seconds(), 1e-3)
+		rate := float64(r.decisions) / max(now.Sub(r.sent).Seconds(), 1e-3) // cost units a second
 		if r.sent.IsZero() {
-			rate = float64(hotThreshold) / (a.lease / 2).Seconds()
+			rate = float64(hotThreshold*cost) / (a.lease / 2).Seconds()
 		}
 		want = int64(math.Ceil(rate * (a.lease / 2).Seconds() * 1.25))
 		share := r.p.Limit / (2 * max(r.holders, 1))

@@ -140,6 +140,9 @@ func ParseFlags(args []string, stderr io.Writer) (Config, error) {
 	if err := applyGRPCSettings(&cfg, &v, os.LookupEnv); err != nil {
 		return cfg, err
 	}
+	if err := applyAllowanceEnv(&cfg, os.LookupEnv); err != nil {
+		return cfg, err
+	}
 	cfg.Log = newLogger(v.logFormat, level, stderr)
 	return cfg, cfg.Validate()
 }

@@ -96,8 +96,9 @@ func newRedisClient(cfg Config) redis.UniversalClient {
 func (s *server) buildEnvoy(rdb redis.UniversalClient) error {
 	var store envoyrl.Store
 	if rdb != nil {
-		rs := redisstore.New(rdb, redisstore.Options{})
-		s.closers = append(s.closers, rs.Close)
+		rs := redisstore.New(rdb, redisstore.Options{LocalAllowance: s.cfg.Backends.Redis.LocalAllowance})
+		// Before the client: Close gives back what the allowances hold.
+		s.closers = append([]func() error{rs.Close}, s.closers...)
 		fs, err := s.envoyFallback(rs)
 		if err != nil {
 			return err
