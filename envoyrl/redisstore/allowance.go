@@ -207,9 +207,15 @@ func (l *lender) add(ctx context.Context, counters []envoyrl.Counter, plain func
 	}
 	var cold []int
 	for i := range counters {
-		hot, err := l.decide(ctx, &counters[i])
-		if err != nil {
-			return err
+		// A counter named twice in a call is counted in order: once one
+		// of its additions goes to the batch, which runs after the others,
+		// every later one does.
+		hot := false
+		if !sentCold(counters, cold, counters[i].Key) {
+			var err error
+			if hot, err = l.decide(ctx, &counters[i]); err != nil {
+				return err
+			}
 		}
 		if !hot {
 			cold = append(cold, i)
@@ -232,6 +238,16 @@ func (l *lender) add(ctx context.Context, counters []envoyrl.Counter, plain func
 		counters[i].Count = sub[j].Count
 	}
 	return nil
+}
+
+// sentCold reports whether one of the counters at cold is key.
+func sentCold(counters []envoyrl.Counter, cold []int, key string) bool {
+	for _, i := range cold {
+		if counters[i].Key == key {
+			return true
+		}
+	}
+	return false
 }
 
 // get reads the counters this store holds an allowance of as their value

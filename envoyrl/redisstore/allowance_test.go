@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -10,7 +11,11 @@ import (
 	"testing"
 	"time"
 
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/redis/go-redis/v9"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/costwise/batcher/envoyrl"
 	"github.com/costwise/batcher/envoyrl/redisstore"
@@ -189,18 +194,20 @@ func TestAllowancesExactAcrossStores(t *testing.T) {
 	}
 }
 
+const hourRules = `
+domain: rs
+descriptors:
+  - key: hot
+    rate_limit: {unit: hour, requests_per_unit: 1000}
+`
+
 // TestAllowanceGivenBackOnClose checks that Close returns what a store
 // holds: the counter falls back to what was spent.
 func TestAllowanceGivenBackOnClose(t *testing.T) {
 	srv := redistest.StartServer(t)
 	admin := srv.Client(t)
 	clock := newFakeClock(time.Now().Truncate(time.Hour).Add(time.Minute))
-	rules, err := envoyrl.Parse([]envoyrl.File{{Name: "r.yaml", Content: []byte(`
-domain: rs
-descriptors:
-  - key: hot
-    rate_limit: {unit: hour, requests_per_unit: 1000}
-`)}})
+	rules, err := envoyrl.Parse([]envoyrl.File{{Name: "r.yaml", Content: []byte(hourRules)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,5 +232,128 @@ descriptors:
 	}
 	if x := st.AllowanceStats(); x.Returned != held-hits {
 		t.Errorf("stats: %+v, want %d returned", x, held-hits)
+	}
+}
+
+const semanticsRules = `
+domain: rs
+descriptors:
+  - key: a
+    rate_limit: {unit: second, requests_per_unit: 30}
+  - key: b
+    rate_limit: {unit: minute, requests_per_unit: 100}
+  - key: c
+    rate_limit: {unit: second, requests_per_unit: 8}
+    shadow_mode: true
+`
+
+// TestAllowanceAnswersAsOneTrip: a store with allowances, alone on its
+// counters, answers every request as the memory store does (what a
+// one-trip INCRBY per descriptor answers): codes, limit_remaining,
+// hits_addend (0 and above the units held), several descriptors on one
+// counter, StopIncrementWhenOverLimit and shadow mode, over many windows.
+func TestAllowanceAnswersAsOneTrip(t *testing.T) {
+	srv := redistest.StartServer(t)
+	rules, err := envoyrl.Parse([]envoyrl.File{{Name: "r.yaml", Content: []byte(semanticsRules)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rng0 atomic.Int64
+	for _, o := range []envoyrl.Options{{}, {StopIncrementWhenOverLimit: true}, {ShadowMode: true}} {
+		t.Run(fmt.Sprintf("stop=%v,shadow=%v", o.StopIncrementWhenOverLimit, o.ShadowMode), func(t *testing.T) {
+			// A clock ahead of the server's, so that give-backs (the sweep
+			// may run) land inside their windows.
+			clock := newFakeClock(time.Now().Add(24 * time.Hour).Truncate(time.Minute))
+			o.Now, o.KeyPrefix = clock.Now, fmt.Sprintf("sem%d_", rng0.Add(1))
+			mem, err := envoyrl.NewMemoryStore(envoyrl.MemoryOptions{Now: clock.Now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { mem.Close() })
+			st := redisstore.New(srv.Client(t), redisstore.Options{LocalAllowance: true, Now: clock.Now})
+			t.Cleanup(func() { st.Close() })
+			want, got := envoyrl.NewService(mem, o), envoyrl.NewService(st, o)
+			want.SetRules(rules)
+			got.SetRules(rules)
+			rng := rand.New(rand.NewPCG(1, uint64(len(t.Name()))))
+			for i := range 6000 {
+				r := &rlsv3.RateLimitRequest{Domain: "rs", HitsAddend: uint32(rng.IntN(3))}
+				for range 1 + rng.IntN(3) {
+					d := &rlv3.RateLimitDescriptor{Entries: []*rlv3.RateLimitDescriptor_Entry{
+						{Key: []string{"a", "a", "a", "b", "c"}[rng.IntN(5)], Value: strconv.Itoa(rng.IntN(2))},
+					}}
+					if rng.IntN(8) == 0 {
+						d.HitsAddend = wrapperspb.UInt64(uint64(rng.IntN(12)))
+					}
+					r.Descriptors = append(r.Descriptors, d)
+				}
+				a, err := want.ShouldRateLimit(context.Background(), r)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, err := got.ShouldRateLimit(context.Background(), r)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !proto.Equal(a, b) {
+					t.Fatalf("request %d %v at %v:\nmemory     %v\nallowances %v", i, r, clock.Now(), a, b)
+				}
+				clock.Add(time.Duration(rng.IntN(4)) * time.Millisecond)
+			}
+			if st.AllowanceStats().Local == 0 {
+				t.Fatal("nothing was decided from an allowance")
+			}
+			t.Logf("%+v", st.AllowanceStats())
+		})
+	}
+}
+
+// TestAllowanceGiveBack: a counter that cools is given back by the sweep
+// while its window lasts, and never once the window has ended on the
+// server's clock, nor twice.
+func TestAllowanceGiveBack(t *testing.T) {
+	srv := redistest.StartServer(t)
+	admin := srv.Client(t)
+	rules, err := envoyrl.Parse([]envoyrl.File{{Name: "r.yaml", Content: []byte(hourRules)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name  string
+		start time.Time
+		back  bool
+	}{
+		{"window lasting", time.Now().Add(time.Hour).Truncate(time.Hour).Add(time.Minute), true},
+		{"window ended", time.Now().Add(-2 * time.Hour).Truncate(time.Hour).Add(time.Minute), false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			clock := newFakeClock(c.start)
+			st := redisstore.New(srv.Client(t), redisstore.Options{LocalAllowance: true, Now: clock.Now})
+			t.Cleanup(func() { st.Close() })
+			s := envoyrl.NewService(st, envoyrl.Options{Now: clock.Now, KeyPrefix: strings.ReplaceAll(c.name, " ", "") + "_"})
+			s.SetRules(rules)
+			const hits = 25
+			for range hits {
+				if _, err := s.ShouldRateLimit(context.Background(), req(1, "hot", "h")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			key := fmt.Sprintf("%s_rs_hot_h_%d", strings.ReplaceAll(c.name, " ", ""), c.start.Truncate(time.Hour).Unix())
+			held, _ := admin.Get(context.Background(), key).Uint64()
+			if held <= hits {
+				t.Fatalf("counter %d after %d hits: no allowance was taken", held, hits)
+			}
+			clock.Add(time.Second) // cooled: no decision for 4 periods
+			st.SweepForTest()
+			st.SweepForTest()
+			now, _ := admin.Get(context.Background(), key).Uint64()
+			x := st.AllowanceStats()
+			switch {
+			case c.back && (now != hits || x.Returned != held-hits):
+				t.Errorf("counter %d, %+v after the sweep: want %d, %d given back", now, x, hits, held-hits)
+			case !c.back && (now != held || x.Returned != 0 || x.Forfeited != held-hits):
+				t.Errorf("counter %d, %+v after the sweep: want it untouched at %d, %d forfeited", now, x, held, held-hits)
+			}
+		})
 	}
 }

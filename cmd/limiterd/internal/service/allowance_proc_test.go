@@ -203,8 +203,8 @@ func load(procs []*child, tallies []*tally, callers, spread int, stop chan struc
 
 // saturated waits until the processes in alive have made at least calls
 // decisions together and each has refused the hot key run times in a row,
-// or within runs out.
-func saturated(tallies []*tally, alive []int, calls, run int64, within time.Duration) bool {
+// or within runs out; it then says why not.
+func saturated(tallies []*tally, alive []int, calls, run int64, within time.Duration) (bool, string) {
 	deadline := time.Now().Add(within)
 	for time.Now().Before(deadline) {
 		all := true
@@ -213,20 +213,22 @@ func saturated(tallies []*tally, alive []int, calls, run int64, within time.Dura
 			all = all && tallies[i].hotRun.Load() >= run
 			n += tallies[i].calls.Load()
 		}
-		all = all && n >= calls
-		if all {
-			return true
+		if all && n >= calls {
+			return true, ""
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	var why []string
 	for _, i := range alive {
-		if e := tallies[i].lastErr.Load(); e != nil {
-			fmt.Fprintf(os.Stderr, "process %d: a caller stopped on %v\n", i, e)
+		tl := tallies[i]
+		w := fmt.Sprintf("process %d: %d calls, %d denied, hot admitted %d, hot refused %d in a row",
+			i, tl.calls.Load(), tl.denied.Load(), tl.get("hot"), tl.hotRun.Load())
+		if e := tl.lastErr.Load(); e != nil {
+			w += fmt.Sprintf(", a caller stopped on %v", e)
 		}
-		fmt.Fprintf(os.Stderr, "process %d: %d calls, %d denied, hot admitted %d, hot refused %d in a row\n",
-			i, tallies[i].calls.Load(), tallies[i].denied.Load(), tallies[i].get("hot"), tallies[i].hotRun.Load())
+		why = append(why, w)
 	}
-	return false
+	return false, strings.Join(why, "; ")
 }
 
 const allowanceEnvoyRules = `
@@ -333,12 +335,12 @@ func TestAllowancesThreeProcesses(t *testing.T) {
 				stop := make(chan struct{})
 				began := time.Now()
 				wg := load(procs, tallies, procCallers, procSpread, stop, decide)
-				ok := saturated(tallies, []int{0, 1, 2}, 2*10*1500, hotRun, 60*time.Second)
+				ok, why := saturated(tallies, []int{0, 1, 2}, 2*10*1500, hotRun, 60*time.Second)
 				close(stop)
 				wg.Wait()
 				elapsed := time.Since(began)
 				if !ok {
-					t.Fatalf("the hot key was not refused %d times in a row at every process within 60 s", hotRun)
+					t.Fatalf("the hot key was not refused %d times in a row at every process within 60 s: %s", hotRun, why)
 				}
 				all, scripts := redisCommands(t, admin)
 				var calls int64
@@ -413,11 +415,11 @@ func TestAllowanceProcessKilled(t *testing.T) {
 	}
 	procs[2].kill()
 	atKill := tallies[0].get("hot") + tallies[1].get("hot")
-	ok := saturated(tallies, []int{0, 1}, 0, hotRun, 60*time.Second)
+	ok, why := saturated(tallies, []int{0, 1}, 0, hotRun, 60*time.Second)
 	close(stop)
 	wg.Wait()
 	if !ok {
-		t.Fatalf("the hot key was not refused %d times in a row by the two left within 60 s", hotRun)
+		t.Fatalf("the hot key was not refused %d times in a row by the two left within 60 s: %s", hotRun, why)
 	}
 	got := tallies[0].get("hot") + tallies[1].get("hot") + tallies[2].get("hot")
 	if after := tallies[0].get("hot") + tallies[1].get("hot") - atKill; after == 0 {
