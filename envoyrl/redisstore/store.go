@@ -21,6 +21,11 @@
 // most Workers batches of MaxBatch counters, are counted when the server
 // reads them, although their callers were answered with their context's
 // error.
+//
+// With Options.LocalAllowance, a counter decided often at a store takes
+// several of its window's units in one call and spends them locally; the
+// counter includes them, so what all stores admit in a window stays within
+// the limit (DESIGN-allowances.md).
 package redisstore
 
 import (
