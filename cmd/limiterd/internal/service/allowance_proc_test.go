@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -48,8 +47,8 @@ type child struct {
 }
 
 // startChild runs bin with config and the rules in dir (none when empty),
-// env added to the test's environment, and waits for its start line.
-func startChild(t *testing.T, bin, config, rules string, env ...string) *child {
+// and waits for its start line.
+func startChild(t *testing.T, bin, config, rules string) *child {
 	t.Helper()
 	args := []string{"--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--metrics-addr", "", "--log-format", "json",
 		"--config", writeFile(t, t.TempDir(), "limiterd.yaml", config)}
@@ -57,7 +56,6 @@ func startChild(t *testing.T, bin, config, rules string, env ...string) *child {
 		args = append(args, "--rules", rules)
 	}
 	c := &child{cmd: exec.Command(bin, args...), stderr: &syncBuffer{}, exited: make(chan struct{})}
-	c.cmd.Env = append(os.Environ(), env...)
 	c.cmd.Stderr = c.stderr
 	if err := c.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -297,16 +295,15 @@ func TestAllowancesThreeProcesses(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/allowance=%v", api, on), func(t *testing.T) {
 				srv := redistest.StartServer(t)
 				admin := srv.Client(t)
-				env := "REDIS_LOCAL_ALLOWANCE=" + strconv.FormatBool(on)
+				redisConfig := fmt.Sprintf("store: redis\nbackends:\n  redis: {addr: %q, local_allowance: %v}\n", srv.Addr(), on)
 				var procs []*child
 				var limits func(key string, elapsed time.Duration) int64
 				switch api {
 				case "envoy":
 					dir := t.TempDir()
 					writeFile(t, dir, "ex.yaml", allowanceEnvoyRules)
-					config := fmt.Sprintf("store: redis\nbackends:\n  redis: {addr: %q}\n", srv.Addr())
 					for range 3 {
-						procs = append(procs, startChild(t, bin, config, dir, env))
+						procs = append(procs, startChild(t, bin, redisConfig, dir))
 					}
 					redistest.AwayFromWindowEdge(time.Hour, time.Minute)
 					limits = func(key string, _ time.Duration) int64 {
@@ -316,9 +313,9 @@ func TestAllowancesThreeProcesses(t *testing.T) {
 						return 60
 					}
 				case "rest":
-					config := fmt.Sprintf("store: redis\nbackends:\n  redis: {addr: %q}\nuse_algo: token_bucket\nalgo_settings: {capacity: 1500, rate: 1}\n", srv.Addr())
+					config := redisConfig + "use_algo: token_bucket\nalgo_settings: {capacity: 1500, rate: 1}\n"
 					for range 3 {
-						procs = append(procs, startChild(t, bin, config, "", env))
+						procs = append(procs, startChild(t, bin, config, ""))
 					}
 					// A bucket of 1500 refilled at 1 per second admits at most
 					// 1500 + 1 per second of the run.

@@ -11,8 +11,24 @@
 // Both gRPC servers (lean and grpc-go) serve grpc.health.v1 and server
 // reflection, and TLS or mutual TLS themselves with one crypto/tls
 // configuration (grpctls.go); the Envoy rules come from a directory
-// (rules.go) or from an xDS management server (xds.go). envoyproxy/
-// ratelimit's variables for TLS and xDS are read in grpcenv.go.
+// (rules.go) or from an xDS management server (xds.go).
+//
+// # envoyproxy/ratelimit mode
+//
+// The configuration is the file --config names, the whole of it. Without
+// --config, limiterd is in envoyproxy/ratelimit mode when at least one of
+// envoyproxy/ratelimit's environment variables (those of its settings.go,
+// listed in envoyenv.go; set to the empty string counts as unset) is set:
+// then every one of them takes its value or envoyproxy/ratelimit's default
+// (envoyenv.go). So USE_STATSD unset means true, which is refused (set
+// USE_STATSD=false and USE_PROMETHEUS=true); REDIS_URL unset means its
+// nutcracker socket; the store is Redis; LOG_LEVEL is WARN; the rules are
+// read from RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY as its
+// goruntime loader reads them. A variable set to a value limiterd cannot
+// honour stops it with one line naming the variable. Without --config and
+// without any of those variables, limiterd's own defaults hold. In every
+// case the flags given win. With --config, the variables that are set are
+// named in one warning at start and not read.
 //
 // # Limits on what callers send
 //

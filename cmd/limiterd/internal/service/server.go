@@ -9,8 +9,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"os"
 	"strings"
 	"sync"
+	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -46,6 +48,7 @@ type server struct {
 	health  *health.Server // grpc.health.v1 on grpc-go's server: SERVING until the stop
 
 	httpLn, grpcLn, metricsLn, debugLn net.Listener
+	udsLn                              net.Listener // the gRPC APIs on GRPCUDS; nil without it
 }
 
 // newServer builds the stores and services of cfg and opens the listeners.
@@ -62,14 +65,16 @@ func newServer(cfg Config) (_ *server, err error) {
 	}
 	var rdb redis.UniversalClient
 	if cfg.Store == "redis" {
-		rdb = newRedisClient(cfg)
+		if rdb, err = newRedisClient(cfg); err != nil {
+			return nil, cfg.errField(redisTLSField(err), "%v", err)
+		}
 		s.closers = append(s.closers, rdb.Close)
 	}
 	if err := s.buildEnvoy(rdb); err != nil {
 		return nil, err
 	}
 	if s.tls, err = cfg.GRPCTLS.serverTLS(); err != nil {
-		return nil, &ConfigError{File: cfg.file, Field: "grpc_tls", Reason: err.Error()}
+		return nil, cfg.errField("grpc_tls", "%s", err.Error())
 	}
 	if s.keyed, err = newKeyed(cfg, rdb, s.metrics); err != nil {
 		return nil, err
@@ -78,18 +83,36 @@ func newServer(cfg Config) (_ *server, err error) {
 	return s, s.listen()
 }
 
-// newRedisClient connects to the configured server or cluster. The
-// password is never logged.
-func newRedisClient(cfg Config) redis.UniversalClient {
+// newRedisClient connects to the configured server, cluster or master
+// watched by Sentinel servers. The password is never logged.
+func newRedisClient(cfg Config) (redis.UniversalClient, error) {
 	r := cfg.Backends.Redis
-	if len(r.ClusterAddrs) > 0 {
+	tc, err := r.TLS.clientTLS()
+	if err != nil {
+		return nil, err
+	}
+	pool := int(r.PoolSize)
+	if pool == 0 {
+		pool = 64
+	}
+	t := r.Timeout // 0: go-redis's defaults
+	switch {
+	case r.SentinelMaster != "":
+		return redis.NewFailoverClient(&redis.FailoverOptions{
+			MasterName: r.SentinelMaster, SentinelAddrs: r.SentinelAddrs, SentinelPassword: r.SentinelPassword,
+			Username: r.Username, Password: cfg.RedisPassword(), DB: int(r.DB), PoolSize: pool, TLSConfig: tc,
+			DialTimeout: t, ReadTimeout: t, WriteTimeout: t,
+		}), nil
+	case len(r.ClusterAddrs) > 0:
 		return redis.NewClusterClient(&redis.ClusterOptions{
-			Addrs: r.ClusterAddrs, Password: cfg.RedisPassword(), PoolSize: 64,
-		})
+			Addrs: r.ClusterAddrs, Username: r.Username, Password: cfg.RedisPassword(), PoolSize: pool, TLSConfig: tc,
+			DialTimeout: t, ReadTimeout: t, WriteTimeout: t,
+		}), nil
 	}
 	return redis.NewClient(&redis.Options{
-		Addr: r.Addr, Password: cfg.RedisPassword(), DB: int(r.DB), PoolSize: 64,
-	})
+		Network: r.Network, Addr: r.Addr, Username: r.Username, Password: cfg.RedisPassword(), DB: int(r.DB),
+		PoolSize: pool, TLSConfig: tc, DialTimeout: t, ReadTimeout: t, WriteTimeout: t,
+	}), nil
 }
 
 // buildEnvoy makes the Envoy rate limit service and loads its rules.
@@ -126,7 +149,7 @@ func (s *server) buildEnvoy(rdb redis.UniversalClient) error {
 	if e.XDS.ServerURL != "" {
 		x, err := newXDSClient(e.XDS, s.envoy, s.log, s.metrics)
 		if err != nil {
-			return &ConfigError{File: s.cfg.file, Field: "envoy.xds", Reason: err.Error()}
+			return s.cfg.errField("envoy.xds", "%s", err.Error())
 		}
 		s.xds = x
 		return nil
@@ -135,10 +158,18 @@ func (s *server) buildEnvoy(rdb redis.UniversalClient) error {
 	if dir == "" {
 		return nil
 	}
+	read := func() ([]envoyrl.File, error) { return envoyrl.ReadDir(dir) }
+	if rt := s.cfg.Runtime; rt != nil {
+		dir = rt.dir()
+		if !dirExists(dir) {
+			return s.cfg.errField("RUNTIME_ROOT", "%s (RUNTIME_ROOT/RUNTIME_SUBDIRECTORY%s) is not a directory", dir, map[bool]string{false: "/RUNTIME_APPDIRECTORY", true: ""}[rt.WatchRoot])
+		}
+		read = rt.files
+	}
 	if !dirExists(dir) {
 		return &envoyrl.ConfigError{File: dir, Reason: "not a directory"}
 	}
-	s.rules = &ruleWatcher{dir: dir, svc: s.envoy, log: s.log, metrics: s.metrics}
+	s.rules = &ruleWatcher{dir: dir, read: read, svc: s.envoy, log: s.log, metrics: s.metrics}
 	_, err := s.rules.load()
 	return err
 }
@@ -189,6 +220,11 @@ func (s *server) listen() (err error) {
 	if s.grpcLn, err = net.Listen("tcp", s.cfg.GRPCAddr); err != nil {
 		return fmt.Errorf("limiterd: --grpc-addr: %w", err)
 	}
+	if path := s.cfg.GRPCUDS; path != "" {
+		if s.udsLn, err = listenUnix(path); err != nil {
+			return fmt.Errorf("limiterd: GRPC_UDS: %w", err)
+		}
+	}
 	if addr := s.cfg.MetricsAddr; addr != "" {
 		if s.metricsLn, err = net.Listen("tcp", addr); err != nil {
 			return fmt.Errorf("limiterd: --metrics-addr: %w", err)
@@ -204,7 +240,7 @@ func (s *server) listen() (err error) {
 
 // close releases the listeners and the stores.
 func (s *server) close() {
-	for _, ln := range []net.Listener{s.httpLn, s.grpcLn, s.metricsLn, s.debugLn} {
+	for _, ln := range []net.Listener{s.httpLn, s.grpcLn, s.udsLn, s.metricsLn, s.debugLn} {
 		if ln != nil {
 			ln.Close()
 		}
@@ -251,7 +287,11 @@ func (s *server) grpcServer() grpcServer {
 			grpc.MaxRecvMsgSize(int(c.GRPCMaxRecvMsgBytes)),
 			grpc.ConnectionTimeout(c.GRPCHandshakeTimeout),
 			grpc.KeepaliveEnforcementPolicy(keepalivePolicy(c)),
-			grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: c.GRPCMaxConnectionIdle}),
+			grpc.KeepaliveParams(keepalive.ServerParameters{
+				MaxConnectionIdle:     c.GRPCMaxConnectionIdle,
+				MaxConnectionAge:      c.GRPCMaxConnectionAge,
+				MaxConnectionAgeGrace: c.GRPCMaxConnectionAgeGrace,
+			}),
 		}
 		if s.tls != nil {
 			opts = append(opts, grpc.Creds(credentials.NewTLS(s.tls)))
@@ -259,16 +299,18 @@ func (s *server) grpcServer() grpcServer {
 		return grpc.NewServer(opts...)
 	}
 	return &unarygrpc.Server{
-		Codec:                envoyrl.Codec{},
-		Workers:              streamWorkers,
-		MaxConcurrentStreams: uint32(c.GRPCMaxConcurrentStreams),
-		MaxRecvMsgSize:       int(c.GRPCMaxRecvMsgBytes),
-		MaxHeaderListSize:    uint32(s.cfg.Limits.MaxHeaderBytes),
-		HandshakeTimeout:     c.GRPCHandshakeTimeout,
-		IdleTimeout:          c.GRPCMaxConnectionIdle,
-		KeepalivePolicy:      keepalivePolicy(c),
-		TLSConfig:            s.tls,
-		ErrorLog:             slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		Codec:                 envoyrl.Codec{},
+		Workers:               streamWorkers,
+		MaxConcurrentStreams:  uint32(c.GRPCMaxConcurrentStreams),
+		MaxRecvMsgSize:        int(c.GRPCMaxRecvMsgBytes),
+		MaxHeaderListSize:     uint32(s.cfg.Limits.MaxHeaderBytes),
+		HandshakeTimeout:      c.GRPCHandshakeTimeout,
+		IdleTimeout:           c.GRPCMaxConnectionIdle,
+		MaxConnectionAge:      c.GRPCMaxConnectionAge,
+		MaxConnectionAgeGrace: c.GRPCMaxConnectionAgeGrace,
+		KeepalivePolicy:       keepalivePolicy(c),
+		TLSConfig:             s.tls,
+		ErrorLog:              slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 }
 
@@ -324,14 +366,14 @@ func (s *server) serve(ctx context.Context) error {
 	var ms, ds *http.Server
 	if s.metricsLn != nil {
 		mux := http.NewServeMux()
-		mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
+		mux.Handle("GET "+s.cfg.MetricsPath, promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
 		ms = s.plainServer(mux)
 	}
 	if s.debugLn != nil {
 		ds = s.debugServer()
 	}
 
-	errs := make(chan error, 4)
+	errs := make(chan error, 5)
 	var wg sync.WaitGroup
 	start := func(f func() error) {
 		wg.Add(1)
@@ -355,6 +397,9 @@ func (s *server) serve(ctx context.Context) error {
 		}
 	}
 	start(func() error { return g.Serve(s.grpcLn) })
+	if s.udsLn != nil {
+		start(func() error { return g.Serve(s.udsLn) })
+	}
 	start(func() error { return hs.Serve(s.httpLn) })
 	if ms != nil {
 		start(func() error { return ms.Serve(s.metricsLn) })
@@ -413,8 +458,11 @@ func (s *server) logStart() {
 		"http", s.httpLn.Addr().String(), "grpc", s.grpcLn.Addr().String(),
 		"store", s.cfg.Store, "algorithm", s.cfg.UseAlgo, "on_store_failure", s.cfg.OnStoreFailure,
 	}
+	if s.udsLn != nil {
+		attrs = append(attrs, "grpc_uds", s.cfg.GRPCUDS)
+	}
 	if s.metricsLn != nil {
-		attrs = append(attrs, "metrics", s.metricsLn.Addr().String())
+		attrs = append(attrs, "metrics", s.metricsLn.Addr().String(), "metrics_path", s.cfg.MetricsPath)
 	}
 	if s.debugLn != nil {
 		attrs = append(attrs, "debug", s.debugLn.Addr().String())
@@ -435,4 +483,24 @@ func (s *server) logStart() {
 	}
 	attrs = append(attrs, "grpc_tls", s.tls != nil, "grpc_mtls", s.tls != nil && s.tls.ClientCAs != nil)
 	s.log.Info("limiterd started", attrs...)
+}
+
+// listenUnix listens on the Unix socket path, removing first a socket
+// file that nothing answers on (left by a process that did not stop
+// cleanly). Anything else at path is refused. The listener removes the
+// file when it is closed.
+func listenUnix(path string) (net.Listener, error) {
+	if st, err := os.Lstat(path); err == nil {
+		if st.Mode()&os.ModeSocket == 0 {
+			return nil, fmt.Errorf("%s exists and is not a socket", path)
+		}
+		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+			c.Close()
+			return nil, fmt.Errorf("%s is in use by another process", path)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, err
+		}
+	}
+	return net.Listen("unix", path)
 }

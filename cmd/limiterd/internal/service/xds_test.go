@@ -126,6 +126,7 @@ func TestRulesFromXDS(t *testing.T) {
 	addr := fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t))
 	cache := cachev3.NewSnapshotCache(true, cachev3.IDHash{}, nil)
 	xs := startXDSServer(t, addr, cache)
+	setRatelimitEnv(t)
 	t.Setenv("CONFIG_TYPE", "GRPC_XDS_SOTW")
 	t.Setenv("CONFIG_GRPC_XDS_SERVER_URL", addr)
 	t.Setenv("CONFIG_GRPC_XDS_NODE_ID", xdsNode)
@@ -275,7 +276,7 @@ func TestXDSConfigRefused(t *testing.T) {
 		{"CA without TLS", "envoy: {xds: {server_url: 'localhost:18000', ca_file: ca.pem}}\n", nil, nil, "envoy.xds.use_tls"},
 		{"bad metadata", "envoy: {xds: {server_url: 'localhost:18000', node_metadata: novalue}}\n", nil, nil, "envoy.xds.node_metadata"},
 		{"unknown config type", "", map[string]string{"CONFIG_TYPE": "CONSUL"}, nil, "CONFIG_TYPE: must be FILE or GRPC_XDS_SOTW"},
-		{"xDS and --rules", "", map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW"}, []string{"--rules", "/tmp"}, "set with rules_dir"},
+		{"xDS and --rules", "", map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "USE_STATSD": "false"}, []string{"--rules", "/tmp"}, "set with rules_dir"},
 		{"bad interval", "", map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "XDS_CLIENT_BACKOFF_MAX_INTERVAL": "soon"}, nil, "XDS_CLIENT_BACKOFF_MAX_INTERVAL"},
 	}
 	for _, c := range cases {
