@@ -123,9 +123,10 @@ type lender struct {
 }
 
 type lendShard struct {
-	mu sync.Mutex
-	m  map[string]*series // guarded by mu
-	_  [40]byte
+	mu     sync.Mutex
+	m      map[string]*series // guarded by mu
+	closed bool               // guarded by mu: the store is closing
+	_      [40]byte
 }
 
 // series is one descriptor's counters at this store, window after window:
@@ -305,7 +306,7 @@ func (l *lender) decide(ctx context.Context, c *envoyrl.Counter) (hot bool, err 
 		sh.m[name] = se
 		l.size.Add(1)
 	}
-	if l.closed.Load() {
+	if sh.closed {
 		sh.mu.Unlock()
 		return false, nil
 	}
@@ -315,6 +316,10 @@ func (l *lender) decide(ctx context.Context, c *envoyrl.Counter) (hot bool, err 
 		return false, nil
 	}
 	for {
+		if sh.closed {
+			sh.mu.Unlock()
+			return false, nil
+		}
 		if se.key != c.Key {
 			ledger, ok := ledgerKey(c.Key)
 			if !ok || c.End < se.end {
@@ -537,12 +542,14 @@ func (l *lender) close(ctx context.Context) {
 	}
 	close(l.stop)
 	<-l.swept
-	// A decision reads closed under its shard's lock and counts its take
-	// in flight before letting go of it: once every lock has been taken
-	// once, no take starts.
+	// A decision reads its shard's closed under the shard's lock and
+	// counts its take in flight before letting go of it: once every shard
+	// is closed, no take starts.
 	for i := range l.shards {
-		l.shards[i].mu.Lock()
-		l.shards[i].mu.Unlock() //nolint:staticcheck // a barrier
+		sh := &l.shards[i]
+		sh.mu.Lock()
+		sh.closed = true
+		sh.mu.Unlock()
 	}
 	l.inflight.Wait()
 	l.sweep(ctx, true)

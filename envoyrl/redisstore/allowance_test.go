@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -355,5 +356,55 @@ func TestAllowanceGiveBack(t *testing.T) {
 				t.Errorf("counter %d, %+v after the sweep: want it untouched at %d, %d forfeited", now, x, held, held-hits)
 			}
 		})
+	}
+}
+
+// TestAllowanceCloseUnderLoad closes a store while callers decide on a hot
+// counter: Close returns, the callers get answers or ErrClosed, and what
+// the store held is given back (no goroutine outlives it: goleak).
+func TestAllowanceCloseUnderLoad(t *testing.T) {
+	srv := redistest.StartServer(t)
+	admin := srv.Client(t)
+	rules, err := envoyrl.Parse([]envoyrl.File{{Name: "r.yaml", Content: []byte(hourRules)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := redisstore.New(srv.Client(t), redisstore.Options{LocalAllowance: true})
+	s := envoyrl.NewService(st, envoyrl.Options{})
+	s.SetRules(rules)
+	redistest.AwayFromWindowEdge(time.Hour, 10*time.Second)
+	const callers = 16
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				resp, err := s.ShouldRateLimit(context.Background(), req(1, "hot", "h"))
+				if err != nil {
+					var se *envoyrl.StoreError
+					if !errors.As(err, &se) || !errors.Is(err, redisstore.ErrClosed) {
+						t.Errorf("after Close: %v, want ErrClosed", err)
+					}
+					return
+				}
+				if resp.OverallCode == rlsv3.RateLimitResponse_OK {
+					admitted.Add(1)
+				}
+			}
+		}()
+	}
+	for admitted.Load() < 200 {
+		time.Sleep(time.Millisecond)
+	}
+	st.Close()
+	wg.Wait()
+	key := fmt.Sprintf("rs_hot_h_%d", time.Now().Truncate(time.Hour).Unix())
+	n, _ := admin.Get(context.Background(), key).Int64()
+	// The calls in flight when the workers stop (one per caller at most)
+	// may be counted although answered ErrClosed, as without allowances.
+	if x, a := st.AllowanceStats(), admitted.Load(); n < a || n > a+callers || x.Local == 0 || x.Returned == 0 {
+		t.Errorf("counter %d after Close, %d admitted (%+v): want the admitted, and at most %d more", n, a, x, callers)
 	}
 }
