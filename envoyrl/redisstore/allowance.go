@@ -562,6 +562,15 @@ func (l *lender) stats() AllowanceStats {
 	}
 }
 
+// AllowanceHolder is the name of the store's entries in the ledgers beside
+// the counters, drawn at random by New; "" without Options.LocalAllowance.
+func (s *Store) AllowanceHolder() string {
+	if s.lend == nil {
+		return ""
+	}
+	return s.lend.holder
+}
+
 // AllowanceStats reports the store's allowance counts; zero without
 // Options.LocalAllowance.
 func (s *Store) AllowanceStats() AllowanceStats {

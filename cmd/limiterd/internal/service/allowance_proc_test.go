@@ -43,6 +43,7 @@ type child struct {
 	cmd        *exec.Cmd
 	stderr     *syncBuffer
 	http, grpc string
+	holder     string // its allowance holder in the ledgers
 	exited     chan struct{}
 }
 
@@ -68,11 +69,14 @@ func startChild(t *testing.T, bin, config, rules string) *child {
 			if !strings.Contains(line, "limiterd started") {
 				continue
 			}
-			var addrs struct{ HTTP, GRPC string }
+			var addrs struct {
+				HTTP, GRPC string
+				Holder     string `json:"allowance_holder"`
+			}
 			if err := json.Unmarshal([]byte(line), &addrs); err != nil {
 				t.Fatalf("start line %q: %v", line, err)
 			}
-			c.http, c.grpc = addrs.HTTP, addrs.GRPC
+			c.http, c.grpc, c.holder = addrs.HTTP, addrs.GRPC, addrs.Holder
 			return c
 		}
 		select {
@@ -434,21 +438,18 @@ func TestAllowanceProcessKilled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var most int64
-	for holder, v := range held {
-		if holder == "#" {
-			continue
-		}
-		n, _ := strconv.ParseInt(v[:strings.IndexByte(v, ':')], 10, 64)
-		most = max(most, n)
+	entry, ok := held[procs[2].holder]
+	if procs[2].holder == "" || !ok {
+		t.Fatalf("no ledger entry of the killed process (holder %q): %v", procs[2].holder, held)
 	}
+	dead, _ := strconv.ParseInt(entry[:strings.IndexByte(entry, ':')], 10, 64)
 	loss := 1500 - got
-	t.Logf("hot key admitted %d of 1500 across the three, %d by the two after the kill; lost %d, the largest ledger entry %d (ledger %v)",
-		got, tallies[0].get("hot")+tallies[1].get("hot")-atKill, loss, most, held)
+	t.Logf("hot key admitted %d of 1500 across the three (%d by the killed one, %d by the two after the kill); lost %d, the killed one's ledger entry %d units (ledger %v)",
+		got, tallies[2].get("hot"), tallies[0].get("hot")+tallies[1].get("hot")-atKill, loss, dead, held)
 	if got > 1500 {
 		t.Errorf("admitted %d, over the limit 1500", got)
 	}
-	if loss > most {
-		t.Errorf("lost %d units, more than any process held (%d)", loss, most)
+	if loss > dead {
+		t.Errorf("lost %d units, more than the killed process was lent (%d)", loss, dead)
 	}
 }

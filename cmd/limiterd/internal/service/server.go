@@ -46,6 +46,7 @@ type server struct {
 	headers httplimit.HeaderFormat
 	closers []func() error // in the order to close them
 	health  *health.Server // grpc.health.v1 on grpc-go's server: SERVING until the stop
+	holder  string         // the Envoy store's allowance holder; "" without allowances
 
 	httpLn, grpcLn, metricsLn, debugLn net.Listener
 	udsLn                              net.Listener // the gRPC APIs on GRPCUDS; nil without it
@@ -120,6 +121,7 @@ func (s *server) buildEnvoy(rdb redis.UniversalClient) error {
 	var store envoyrl.Store
 	if rdb != nil {
 		rs := redisstore.New(rdb, redisstore.Options{LocalAllowance: s.cfg.Backends.Redis.LocalAllowance})
+		s.holder = rs.AllowanceHolder()
 		// Before the client: Close gives back what the allowances hold.
 		s.closers = append([]func() error{rs.Close}, s.closers...)
 		fs, err := s.envoyFallback(rs)
@@ -480,6 +482,9 @@ func (s *server) logStart() {
 	}
 	if s.xds != nil {
 		attrs = append(attrs, "xds", s.xds.cfg.ServerURL, "domains", s.envoy.Rules().Domains())
+	}
+	if s.holder != "" {
+		attrs = append(attrs, "allowance_holder", s.holder)
 	}
 	attrs = append(attrs, "grpc_tls", s.tls != nil, "grpc_mtls", s.tls != nil && s.tls.ClientCAs != nil)
 	s.log.Info("limiterd started", attrs...)
