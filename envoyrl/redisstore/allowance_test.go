@@ -185,7 +185,7 @@ func TestAllowancesExactAcrossStores(t *testing.T) {
 		st.Lent += x.Lent
 		st.Forfeited += x.Forfeited
 	}
-	t.Logf("%d decisions (hot at 10x its limit, spread at 3x): %d Redis commands (%.4f per decision), %d script calls (%.4f per decision); %d decided locally; hot windows admitted/limit: min %.3f, mean %.3f over %d windows; lent %d, forfeited %d",
+	t.Logf("%d decisions (hot at 5x its limit, spread at 7.5x): %d Redis commands (%.4f per decision), %d script calls (%.4f per decision); %d decided locally; hot windows admitted/limit: min %.3f, mean %.3f over %d windows; lent %d, forfeited %d",
 		total, all, float64(all)/float64(total), scripts, float64(scripts)/float64(total), st.Local, hotMin, hotSum/float64(max(hotWindows, 1)), hotWindows, st.Lent, st.Forfeited)
 	if hotWindows == 0 || hotMin < 0.9 {
 		t.Errorf("hot descriptor admitted %.3f of its limit at worst, want at least 0.9", hotMin)
