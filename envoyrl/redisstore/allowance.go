@@ -27,6 +27,7 @@ const (
 	defaultMaxAllowances   = 4096
 	hotHits                = 4 // hits in one period that make a counter hot
 	allowanceShards        = 64
+	maxSeen                = 1024 // descriptors not yet hot counted per shard and period
 )
 
 // takeScript lends units of KEYS[1], a counter, to the holder ARGV[5],
@@ -125,8 +126,10 @@ type lender struct {
 type lendShard struct {
 	mu     sync.Mutex
 	m      map[string]*series // guarded by mu
+	seen   map[string]uint64  // guarded by mu: hits on descriptors not yet hot, this period
+	since  time.Time          // guarded by mu: when seen started
 	closed bool               // guarded by mu: the store is closing
-	_      [40]byte
+	_      [16]byte
 }
 
 // series is one descriptor's counters at this store, window after window:
@@ -172,7 +175,7 @@ func newLender(s *Store, o Options) *lender {
 		l.now = time.Now
 	}
 	for i := range l.shards {
-		l.shards[i].m = map[string]*series{}
+		l.shards[i].m, l.shards[i].seen = map[string]*series{}, map[string]uint64{}
 	}
 	go l.sweeper()
 	return l
@@ -298,11 +301,20 @@ func (l *lender) decide(ctx context.Context, c *envoyrl.Counter) (hot bool, err 
 	sh.mu.Lock()
 	se := sh.m[name]
 	if se == nil {
-		if l.size.Load() >= int64(l.max) {
+		// A descriptor is tracked once it has had hotHits hits in a
+		// period; until then it costs one map entry, forgotten each period.
+		if now.Sub(sh.since) >= l.period || len(sh.seen) >= maxSeen {
+			clear(sh.seen)
+			sh.since = now
+		}
+		n := sh.seen[name] + max(c.Hits, 1)
+		if n < hotHits || l.size.Load() >= int64(l.max) || sh.closed {
+			sh.seen[name] = n
 			sh.mu.Unlock()
 			return false, nil
 		}
-		se = &series{start: now}
+		delete(sh.seen, name)
+		se = &series{start: now, hits: n - max(c.Hits, 1)}
 		sh.m[name] = se
 		l.size.Add(1)
 	}

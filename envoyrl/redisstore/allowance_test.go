@@ -408,3 +408,35 @@ func TestAllowanceCloseUnderLoad(t *testing.T) {
 		t.Errorf("counter %d after Close, %d admitted (%+v): want the admitted, and at most %d more", n, a, x, callers)
 	}
 }
+
+// TestAllowanceColdDescriptorsDoNotCrowdOut: descriptors decided once or
+// twice take none of the MaxAllowances places, so a hot one still gets an
+// allowance.
+func TestAllowanceColdDescriptorsDoNotCrowdOut(t *testing.T) {
+	srv := redistest.StartServer(t)
+	admin := srv.Client(t)
+	rules, err := envoyrl.Parse([]envoyrl.File{{Name: "r.yaml", Content: []byte(hourRules)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := newFakeClock(time.Now().Add(time.Hour).Truncate(time.Hour).Add(time.Minute))
+	st := redisstore.New(srv.Client(t), redisstore.Options{LocalAllowance: true, Now: clock.Now, MaxAllowances: 8})
+	t.Cleanup(func() { st.Close() })
+	s := envoyrl.NewService(st, envoyrl.Options{Now: clock.Now})
+	s.SetRules(rules)
+	for i := range 100 {
+		if _, err := s.ShouldRateLimit(context.Background(), req(1, "hot", "cold"+strconv.Itoa(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const hits = 25
+	for range hits {
+		if _, err := s.ShouldRateLimit(context.Background(), req(1, "hot", "h")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key := fmt.Sprintf("rs_hot_h_%d", clock.Now().Truncate(time.Hour).Unix())
+	if n, _ := admin.Get(context.Background(), key).Uint64(); n <= hits {
+		t.Fatalf("counter %d after %d hits: the hot descriptor got no allowance", n, hits)
+	}
+}
