@@ -442,6 +442,9 @@ func (l *lender) call(ctx context.Context, key, ledger string, need, want uint64
 		defer cancel()
 	}
 	ttl := c.TTL.Milliseconds()
+	if j := l.s.jitter; j > 0 {
+		ttl = jittered(ttl, j)
+	}
 	vals, err := takeScript.Run(ctx, l.s.client, []string{key, ledger},
 		need, want, c.Limit, max(ttl, 1), l.holder).Int64Slice()
 	if err != nil {

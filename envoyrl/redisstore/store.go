@@ -2,8 +2,8 @@
 // single server or a Redis Cluster, through go-redis v9.
 //
 // Counters are named as envoyproxy/ratelimit names them, and each lives
-// until the end of its window plus a grace (envoyrl.Options.KeyGrace), not
-// the window plus up to 300 s of jitter.
+// until the end of its window plus a grace (envoyrl.Options.KeyGrace),
+// plus a random jitter when Options.ExpirationJitter is set.
 //
 // Decisions that arrive together share round trips: a few workers each take
 // whatever decisions are waiting, add up the hits per counter, and send one
@@ -32,6 +32,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -80,6 +81,11 @@ type Options struct {
 	Workers int
 	// MaxBatch caps the counters one batch carries; default 512.
 	MaxBatch int
+	// ExpirationJitter, when positive, adds a random 0 to ExpirationJitter
+	// (whole milliseconds) to the expiry of each counter the store creates,
+	// so that counters created together do not expire together
+	// (envoyproxy/ratelimit's EXPIRATION_JITTER_MAX_SECONDS). Default 0.
+	ExpirationJitter time.Duration
 	// LocalAllowance lets a counter decided often at this store take
 	// several of its window's units in one call and spend them here; the
 	// counter includes them, so the sum admitted across stores stays
@@ -101,6 +107,7 @@ type Store struct {
 	client   redis.UniversalClient
 	cluster  bool
 	maxBatch int
+	jitter   int64 // ExpirationJitter in milliseconds
 	calls    chan *call
 	stop     chan struct{}
 
@@ -168,6 +175,7 @@ func New(client redis.UniversalClient, opts Options) *Store {
 		client:   client,
 		cluster:  cluster,
 		maxBatch: opts.MaxBatch,
+		jitter:   max(opts.ExpirationJitter.Milliseconds(), 0),
 		calls:    make(chan *call, 4*opts.MaxBatch),
 		stop:     make(chan struct{}),
 		known:    map[string]int64{},
@@ -496,9 +504,23 @@ func (w *worker) plan(batch []*call) {
 			g.args = append(g.args, w.total[k])
 		}
 		for _, k := range g.at {
+			if j := w.s.jitter; j > 0 {
+				g.args = append(g.args, jittered(ttls[k], j))
+				continue
+			}
 			g.args = append(g.args, w.box(ttls[k]))
 		}
 	}
+}
+
+// jittered adds 0 to jitter milliseconds at random to an expiry argument,
+// keeping its sign (see guess).
+func jittered(ms, jitter int64) int64 {
+	j := rand.Int64N(jitter + 1)
+	if ms < 0 {
+		return ms - j
+	}
+	return ms + j
 }
 
 // box returns ms as a script argument, converting each value once: the

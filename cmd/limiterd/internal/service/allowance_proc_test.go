@@ -113,9 +113,9 @@ func (c *child) kill() {
 	<-c.exited
 }
 
-// redisCommands is the server's count of commands run since the last
+// commandsSinceReset is the server's count of commands run since the last
 // CONFIG RESETSTAT, the commands scripts run included, and of script calls.
-func redisCommands(t *testing.T, c *redis.Client) (all, scripts int64) {
+func commandsSinceReset(t *testing.T, c *redis.Client) (all, scripts int64) {
 	t.Helper()
 	info, err := c.Info(context.Background(), "commandstats").Result()
 	if err != nil {
@@ -343,7 +343,7 @@ func TestAllowancesThreeProcesses(t *testing.T) {
 				if !ok {
 					t.Fatalf("the hot key was not refused %d times in a row at every process within 60 s: %s", hotRun, why)
 				}
-				all, scripts := redisCommands(t, admin)
+				all, scripts := commandsSinceReset(t, admin)
 				var calls int64
 				for _, tl := range tallies {
 					calls += tl.calls.Load()

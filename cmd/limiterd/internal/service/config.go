@@ -489,7 +489,7 @@ var fieldVariables = map[string]string{
 // Validate checks the values: the algorithm and the parameters it needs
 // (present and positive), the store and its backend's settings.
 func (c *Config) Validate() error {
-	return firstError(c.validateAlgo, c.validateStore, c.validateOthers, c.validateRanges, c.validateGRPCTLS, c.validateXDS)
+	return firstError(c.validateAlgo, c.validateStore, c.validateOthers, c.validateRanges, c.validateGRPCTLS, c.validateXDS, c.validateEnvoyHeaders)
 }
 
 func firstError(fns ...func() error) error {

@@ -30,6 +30,12 @@
 // case the flags given win. With --config, the variables that are set are
 // named in one warning at start and not read.
 //
+// What envoyproxy/ratelimit's operators rely on around the protocol is
+// here too: GET /healthcheck on the REST port with its health semantics,
+// followed by the gRPC health service (health.go); GET /rlconfig on
+// --rlconfig-addr and the debug address; its metric names and labels
+// beside limiterd's own (rlmetrics.go).
+//
 // # Limits on what callers send
 //
 // Every field below is in the file's limits, servers or backends section
@@ -47,7 +53,8 @@
 //	gRPC request message           4 MiB     --grpc-max-recv-msg-bytes /                    ResourceExhausted
 //	                                         servers.grpc_max_recv_msg_bytes
 //	metric label sets              10,000    --max-metric-series /                          new rule labels counted as rule="other"; a domain the
-//	                                         limits.max_metric_series                       rules do not name is always domain="other"
+//	                                         limits.max_metric_series                       rules do not name is always domain="other"; as many
+//	                                                                                         ratelimit_service_rate_limit_* keys, then key1="other"
 //	keys held in memory            1,048,576 backends.in_memory.max_keys                    keyed: keys at rest dropped first, then the least recently
 //	(each memory store)                                                                     used evicted (counted); Envoy counters: a new counter on a
 //	                                                                                         full shard fails the call to the failure policy

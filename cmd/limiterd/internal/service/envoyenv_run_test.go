@@ -31,6 +31,7 @@ func startEnv(t *testing.T, env map[string]string, args ...string) *proc {
 	t.Helper()
 	full := map[string]string{
 		"HOST": "127.0.0.1", "PORT": "0", "GRPC_HOST": "127.0.0.1", "GRPC_PORT": "0",
+		"DEBUG_HOST": "127.0.0.1", "DEBUG_PORT": "0", // /rlconfig, on a port of its own
 		"USE_STATSD": "false", "LOG_LEVEL": "info", "LOG_FORMAT": "json",
 	}
 	for k, v := range env {

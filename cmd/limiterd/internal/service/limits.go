@@ -29,8 +29,10 @@ type Limits struct {
 	MaxHeaderBytes int64 `yaml:"max_header_bytes"`
 	// MaxMetricSeries bounds the label sets of limiterd_decisions_total:
 	// past it, new rule labels are counted under "other". Domains are
-	// labelled only when the rules name them, others as "other". Default
-	// 10,000.
+	// labelled only when the rules name them, others as "other". It bounds
+	// the statistics keys of the ratelimit_service_rate_limit_* series
+	// alike: past it a new key is counted as key1="other" of its domain.
+	// Default 10,000.
 	MaxMetricSeries int64 `yaml:"max_metric_series"`
 }
 

@@ -22,8 +22,10 @@ type ruleWatcher struct {
 	svc     *envoyrl.Service
 	log     *slog.Logger
 	metrics *metrics
-	last    [32]byte // digest of the files last loaded or refused
-	readErr string   // the error of the last read, "" after one that succeeded
+	parse   envoyrl.ParseOptions
+	use     func(rules *envoyrl.Rules, files int) // puts loaded rules in force
+	last    [32]byte                              // digest of the files last loaded or refused
+	readErr string                                // the error of the last read, "" after one that succeeded
 }
 
 // load reads and parses the directory; on success the service uses the new
@@ -38,7 +40,7 @@ func (w *ruleWatcher) load() (changed bool, err error) {
 			return false, nil
 		}
 		w.readErr = err.Error()
-		w.metrics.reloads.WithLabelValues("failure").Inc()
+		w.metrics.reloaded(false)
 		return true, err
 	}
 	w.readErr = ""
@@ -47,15 +49,12 @@ func (w *ruleWatcher) load() (changed bool, err error) {
 		return false, nil
 	}
 	w.last = sum
-	rules, err := envoyrl.Parse(files)
+	rules, err := envoyrl.ParseWith(files, w.parse)
 	if err != nil {
-		w.metrics.reloads.WithLabelValues("failure").Inc()
+		w.metrics.reloaded(false)
 		return true, err
 	}
-	w.svc.SetRules(rules)
-	w.metrics.setDomains(rules.Domains())
-	w.metrics.reloads.WithLabelValues("success").Inc()
-	w.metrics.ruleFiles.Set(float64(len(files)))
+	w.use(rules, len(files))
 	return true, nil
 }
 

@@ -97,6 +97,7 @@ func newFlagSet(v *flagValues, c *Config, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.GRPCAddr, "grpc-addr", c.GRPCAddr, "gRPC `address`: ratelimiter.v1 and Envoy's RateLimitService")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", c.MetricsAddr, "Prometheus /metrics `address`; empty disables")
 	fs.StringVar(&c.DebugAddr, "debug-addr", c.DebugAddr, "/debug/pprof/ `address`, such as 127.0.0.1:6060; empty (default) disables")
+	fs.StringVar(&c.RLConfigAddr, "rlconfig-addr", c.RLConfigAddr, "GET /rlconfig `address` (the rules in force, as text); empty (default) disables; --debug-addr serves it too")
 	fs.StringVar(&v.rules, "rules", "", "`directory` of Envoy rate limit rule files, reloaded when they change")
 	fs.StringVar(&c.GRPCServer, "grpc-server", c.GRPCServer, "gRPC server: lean (limiterd's own, unary calls over h2c) or grpc-go")
 	fs.StringVar(&v.logFormat, "log-format", "text", "log format: text or json")

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -45,16 +46,18 @@ type server struct {
 	tls     *tls.Config // the gRPC port's; nil without TLS
 	headers httplimit.HeaderFormat
 	closers []func() error // in the order to close them
-	health  *health.Server // grpc.health.v1 on grpc-go's server: SERVING until the stop
+	health  *health.Server // grpc.health.v1 on both gRPC servers, following healthz
+	healthz *healthState   // GET /healthcheck and the gRPC health service
 	holder  string         // the Envoy store's allowance holder; "" without allowances
 
-	httpLn, grpcLn, metricsLn, debugLn net.Listener
-	udsLn                              net.Listener // the gRPC APIs on GRPCUDS; nil without it
+	httpLn, grpcLn, metricsLn, debugLn, rlconfigLn net.Listener
+	udsLn                                          net.Listener // the gRPC APIs on GRPCUDS; nil without it
 }
 
 // newServer builds the stores and services of cfg and opens the listeners.
 func newServer(cfg Config) (_ *server, err error) {
 	s := &server{cfg: cfg, log: cfg.Log, metrics: newMetrics(int(cfg.Limits.MaxMetricSeries)), health: health.NewServer()}
+	s.healthz = newHealthState(s.health, cfg.Envoy.HealthyWithRulesLoaded)
 	defer func() {
 		if err != nil {
 			s.close()
@@ -120,7 +123,10 @@ func newRedisClient(cfg Config) (redis.UniversalClient, error) {
 func (s *server) buildEnvoy(rdb redis.UniversalClient) error {
 	var store envoyrl.Store
 	if rdb != nil {
-		rs := redisstore.New(rdb, redisstore.Options{LocalAllowance: s.cfg.Backends.Redis.LocalAllowance})
+		rs := redisstore.New(rdb, redisstore.Options{
+			ExpirationJitter: s.cfg.Envoy.ExpirationJitterMax,
+			LocalAllowance:   s.cfg.Backends.Redis.LocalAllowance,
+		})
 		s.holder = rs.AllowanceHolder()
 		// Before the client: Close gives back what the allowances hold.
 		s.closers = append([]func() error{rs.Close}, s.closers...)
@@ -139,7 +145,7 @@ func (s *server) buildEnvoy(rdb redis.UniversalClient) error {
 		store = ms
 	}
 	e := s.cfg.Envoy
-	s.envoy = envoyrl.NewService(store, envoyrl.Options{
+	opts := envoyrl.Options{
 		StopIncrementWhenOverLimit: e.StopIncrementWhenOverLimit,
 		ShadowMode:                 e.ShadowMode,
 		KeyPrefix:                  e.KeyPrefix,
@@ -147,12 +153,23 @@ func (s *server) buildEnvoy(rdb redis.UniversalClient) error {
 		MaxDescriptors:             int(s.cfg.Limits.MaxDescriptors),
 		MaxDescriptorEntries:       int(s.cfg.Limits.MaxDescriptorEntries),
 		MaxKeyBytes:                int(s.cfg.Limits.MaxKeyBytes),
-	})
+		NearLimitRatio:             e.NearLimitRatio,
+		LocalCacheBytes:            e.LocalCacheBytes,
+	}
+	if e.NearLimitRatio == 0 {
+		opts.NearLimitRatio = -1 // envoyrl's zero is its default
+	}
+	if h := e.ResponseHeaders; h.Enabled {
+		opts.ResponseHeaders = &envoyrl.ResponseHeaders{Limit: h.Limit, Remaining: h.Remaining, Reset: h.Reset}
+	}
+	s.envoy = envoyrl.NewService(store, opts)
+	parse := envoyrl.ParseOptions{MergeDomains: e.MergeDomains}
 	if e.XDS.ServerURL != "" {
 		x, err := newXDSClient(e.XDS, s.envoy, s.log, s.metrics)
 		if err != nil {
 			return s.cfg.errField("envoy.xds", "%s", err.Error())
 		}
+		x.parse, x.use = parse, s.useRules
 		s.xds = x
 		return nil
 	}
@@ -171,9 +188,20 @@ func (s *server) buildEnvoy(rdb redis.UniversalClient) error {
 	if !dirExists(dir) {
 		return &envoyrl.ConfigError{File: dir, Reason: "not a directory"}
 	}
-	s.rules = &ruleWatcher{dir: dir, read: read, svc: s.envoy, log: s.log, metrics: s.metrics}
+	s.rules = &ruleWatcher{dir: dir, read: read, svc: s.envoy, log: s.log, metrics: s.metrics, parse: parse, use: s.useRules}
 	_, err := s.rules.load()
 	return err
+}
+
+// useRules puts rules loaded from files or xDS in force: the service
+// decides by them, their series exist in /metrics, and the health counts
+// them as loaded when they name a domain.
+func (s *server) useRules(rules *envoyrl.Rules, files int) {
+	s.envoy.SetRules(rules)
+	s.metrics.rulesInForce(rules)
+	s.metrics.reloaded(true)
+	s.metrics.ruleFiles.Set(float64(files))
+	s.healthz.rulesLoaded(len(rules.Domains()) > 0)
 }
 
 // envoyMemoryOptions are the Envoy API's memory stores' options: as many
@@ -211,7 +239,7 @@ func (s *server) envoyFallback(primary envoyrl.Store) (envoyrl.Store, error) {
 		Fallback:  local,
 		Replicas:  s.cfg.Replicas,
 		Timeout:   storeTimeout,
-		OnFailure: func(error) { s.metrics.storeErrors.WithLabelValues("envoy").Inc() },
+		OnFailure: func(error) { s.metrics.envoyStoreError() },
 	})
 }
 
@@ -237,12 +265,17 @@ func (s *server) listen() (err error) {
 			return fmt.Errorf("limiterd: --debug-addr: %w", err)
 		}
 	}
+	if addr := s.cfg.RLConfigAddr; addr != "" {
+		if s.rlconfigLn, err = net.Listen("tcp", addr); err != nil {
+			return fmt.Errorf("limiterd: --rlconfig-addr: %w", err)
+		}
+	}
 	return nil
 }
 
 // close releases the listeners and the stores.
 func (s *server) close() {
-	for _, ln := range []net.Listener{s.httpLn, s.grpcLn, s.udsLn, s.metricsLn, s.debugLn} {
+	for _, ln := range []net.Listener{s.httpLn, s.grpcLn, s.udsLn, s.metricsLn, s.debugLn, s.rlconfigLn} {
 		if ln != nil {
 			ln.Close()
 		}
@@ -323,9 +356,10 @@ func keepalivePolicy(c Servers) keepalive.EnforcementPolicy {
 	return keepalive.EnforcementPolicy{MinTime: c.GRPCKeepaliveMinTime, PermitWithoutStream: true}
 }
 
-// debugServer serves /debug/pprof/ on --debug-addr.
+// debugServer serves /debug/pprof/ and /rlconfig on --debug-addr.
 func (s *server) debugServer() *http.Server {
 	mux := http.NewServeMux()
+	mux.HandleFunc("GET /rlconfig", s.handleRLConfig)
 	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
 	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
@@ -334,6 +368,20 @@ func (s *server) debugServer() *http.Server {
 	srv := s.plainServer(mux)
 	srv.WriteTimeout = 0 // a CPU profile or a trace takes as long as it asks
 	return srv
+}
+
+// rlconfigServer serves /rlconfig on --rlconfig-addr.
+func (s *server) rlconfigServer() *http.Server {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /rlconfig", s.handleRLConfig)
+	return s.plainServer(mux)
+}
+
+// handleRLConfig writes the rules in force as envoyproxy/ratelimit's
+// /rlconfig does: one line per limit (see envoyrl.Rules.Dump).
+func (s *server) handleRLConfig(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = io.WriteString(w, s.envoy.Rules().Dump())
 }
 
 // plainServer is a net/http server of handler with the servers section's
@@ -365,7 +413,10 @@ func (s *server) serve(ctx context.Context) error {
 	healthpb.RegisterHealthServer(g, s.health)
 	reflection.Register(g)
 	hs := s.httpServer()
-	var ms, ds *http.Server
+	var ms, ds, rs *http.Server
+	if s.rlconfigLn != nil {
+		rs = s.rlconfigServer()
+	}
 	if s.metricsLn != nil {
 		mux := http.NewServeMux()
 		mux.Handle("GET "+s.cfg.MetricsPath, promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
@@ -409,6 +460,9 @@ func (s *server) serve(ctx context.Context) error {
 	if ds != nil {
 		start(func() error { return ds.Serve(s.debugLn) })
 	}
+	if rs != nil {
+		start(func() error { return rs.Serve(s.rlconfigLn) })
+	}
 	if s.rules != nil {
 		wg.Add(1)
 		go func() { defer wg.Done(); s.rules.run(ctx, s.cfg.RulesInterval) }()
@@ -422,8 +476,9 @@ func (s *server) serve(ctx context.Context) error {
 	case err = <-errs:
 	}
 	cancel()
+	s.healthz.stop()
 	s.health.Shutdown()
-	s.shutdown(g, hs, ms, ds)
+	s.shutdown(g, hs, ms, ds, rs)
 	wg.Wait()
 	return err
 }
@@ -468,6 +523,9 @@ func (s *server) logStart() {
 	}
 	if s.debugLn != nil {
 		attrs = append(attrs, "debug", s.debugLn.Addr().String())
+	}
+	if s.rlconfigLn != nil {
+		attrs = append(attrs, "rlconfig", s.rlconfigLn.Addr().String())
 	}
 	if s.cfg.Store == "redis" {
 		r := s.cfg.Backends.Redis

@@ -208,6 +208,17 @@ func TestRulesFromXDS(t *testing.T) {
 	if !strings.Contains(m, `limiterd_rule_reloads_total{result="failure"} 1`) || !strings.Contains(m, `limiterd_rule_reloads_total{result="success"} 2`) {
 		t.Fatalf("reload metrics:\n%s", grepLines(m, "reloads"))
 	}
+	// The domain of rules from xDS is a label of its own, as a rule
+	// file's is.
+	for _, want := range []string{
+		`limiterd_decisions_total{api="envoy",domain="gw",result="over_limit",rule="gw.remote_address"} 1`,
+		`ratelimit_service_rate_limit_over_limit{domain="gw",key1="remote_address"} 1`,
+		"ratelimit_service_config_load_success 2", "ratelimit_service_config_load_error 1",
+	} {
+		if !strings.Contains(m, want+"\n") {
+			t.Fatalf("no %s in:\n%s", want, grepLines(m, `"gw"`)+"\n"+grepLines(m, "config_load"))
+		}
+	}
 
 	cache2 := cachev3.NewSnapshotCache(true, cachev3.IDHash{}, nil)
 	push(t, cache2, "4", 11)
