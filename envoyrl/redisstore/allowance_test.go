@@ -164,6 +164,7 @@ func TestAllowancesExactAcrossStores(t *testing.T) {
 	}
 	limits := map[string]uint64{"hot": 300, "spread": 20}
 	var hotMin, hotSum float64 = 2, 0
+	var hotLost uint64
 	hotWindows := 0
 	for k, n := range sum {
 		kind := strings.Split(k, "_")[2]
@@ -175,6 +176,7 @@ func TestAllowancesExactAcrossStores(t *testing.T) {
 		if kind == "hot" && w > start.Unix() && w < start.Unix()+windows-1 {
 			r := float64(n) / float64(limits[kind])
 			hotMin, hotSum, hotWindows = min(hotMin, r), hotSum+r, hotWindows+1
+			hotLost += limits[kind] - min(n, limits[kind])
 		}
 	}
 	var st redisstore.AllowanceStats
@@ -183,12 +185,17 @@ func TestAllowancesExactAcrossStores(t *testing.T) {
 		st.Local += x.Local
 		st.Takes += x.Takes
 		st.Lent += x.Lent
+		st.Returned += x.Returned
 		st.Forfeited += x.Forfeited
 	}
-	t.Logf("%d decisions (hot at 5x its limit, spread at 7.5x): %d Redis commands (%.4f per decision), %d script calls (%.4f per decision); %d decided locally; hot windows admitted/limit: min %.3f, mean %.3f over %d windows; lent %d, forfeited %d",
-		total, all, float64(all)/float64(total), scripts, float64(scripts)/float64(total), st.Local, hotMin, hotSum/float64(max(hotWindows, 1)), hotWindows, st.Lent, st.Forfeited)
-	if hotWindows == 0 || hotMin < 0.9 {
-		t.Errorf("hot descriptor admitted %.3f of its limit at worst, want at least 0.9", hotMin)
+	t.Logf("%d decisions (hot at 5x its limit, spread at 7.5x): %d Redis commands (%.4f per decision), %d script calls (%.4f per decision); %d decided locally; hot windows admitted/limit: min %.3f, mean %.3f over %d windows; lent %d, returned %d, forfeited %d",
+		total, all, float64(all)/float64(total), scripts, float64(scripts)/float64(total), st.Local, hotMin, hotSum/float64(max(hotWindows, 1)), hotWindows, st.Lent, st.Returned, st.Forfeited)
+	// At 5x its limit the hot counter reaches its limit in every window:
+	// what was not admitted is what was lent and not spent (a store whose
+	// callers the scheduler left idle holds its units until the window
+	// ends, so how much that is depends on the run).
+	if hotWindows == 0 || hotLost > st.Forfeited+st.Returned {
+		t.Errorf("hot descriptor: %d units not admitted over %d windows, more than the %d lent and not spent", hotLost, hotWindows, st.Forfeited+st.Returned)
 	}
 	if st.Local == 0 {
 		t.Error("nothing was decided from an allowance")
