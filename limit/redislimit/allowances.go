@@ -99,6 +99,7 @@ type allowShard struct {
 // heat is how busy a key without an allowance has been, by period.
 type heat struct {
 	idx                 int64 // the period, counted from the Unix epoch
+	cost, prevCost      int64 // cost decided in it and in the one before
 	count, prev, streak int32 // decisions in it and in the one before; busy periods before it
 }
 
@@ -207,15 +208,15 @@ func (a *allowances) get(rk, key string, p limit.Policy) *allowance {
 	}
 	delete(sh.heat, rk)
 	r := &allowance{rk: rk, key: key, p: p, lastUse: now, rateAt: now,
-		rate: float64(h.prev) / a.period.Seconds()}
+		rate: float64(h.prevCost) / a.period.Seconds()}
 	sh.recs[rk] = r
 	a.count.Add(1)
 	a.start()
 	return r
 }
 
-// warm counts a decision on rk answered by the one-trip path.
-func (a *allowances) warm(rk string) {
+// warm counts a decision of cost on rk answered by the one-trip path.
+func (a *allowances) warm(rk string, cost int64) {
 	sh := a.shard(rk)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -232,6 +233,7 @@ func (a *allowances) warm(rk string) {
 	}
 	h.roll(idx)
 	h.count++
+	h.cost += cost
 	sh.heat[rk] = h
 }
 
@@ -243,11 +245,11 @@ func (h *heat) roll(idx int64) {
 	}
 	if idx == h.idx+1 && h.count >= hotThreshold {
 		h.streak++
-		h.prev = h.count
+		h.prev, h.prevCost = h.count, h.cost
 	} else {
-		h.streak, h.prev = 0, 0
+		h.streak, h.prev, h.prevCost = 0, 0, 0
 	}
-	h.idx, h.count = idx, 0
+	h.idx, h.count, h.cost = idx, 0, 0
 }
 
 // prune forgets the heat of keys not decided in this period or the last.

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/costwise/batcher/limit"
 	"github.com/costwise/batcher/limit/limittest"
 	"github.com/costwise/batcher/limit/redislimit"
@@ -174,5 +176,61 @@ func TestAllowanceOptions(t *testing.T) {
 	}
 	if err := s.Close(context.Background()); err != nil {
 		t.Fatalf("Close without allowances: %v", err)
+	}
+}
+
+// scriptCounter counts the script calls a client sends.
+type scriptCounter struct{ n atomic.Int64 }
+
+func (h *scriptCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *scriptCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if n := cmd.Name(); n == "evalsha" || n == "eval" {
+			h.n.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+func (h *scriptCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			if n := cmd.Name(); n == "evalsha" || n == "eval" {
+				h.n.Add(1)
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// TestAllowanceSizedInCostUnits: an allowance is sized from the cost
+// decided on the key, not the number of decisions, so that decisions of a
+// cost above 1 (limiterd's milli-tokens) still take several at a time.
+func TestAllowanceSizedInCostUnits(t *testing.T) {
+	c := connect(t)
+	var calls scriptCounter
+	c.AddHook(&calls)
+	clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
+	s, err := redislimit.New(c, redislimit.Options{Prefix: testPrefix(t, c), Clock: clock, LocalAllowance: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	p := limit.TokenBucket(10_000_000, limit.PerSecond(1)).Named("milli")
+	const decisions = 400
+	for i := range 1200 + decisions { // 1.2 s to become hot, then 400 counted
+		if i == 1200 {
+			calls.n.Store(0)
+		}
+		dec, err := s.AllowN(context.Background(), "k", p, 1000) // 10,000 decisions' worth in the bucket
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !dec.Allowed {
+			t.Fatal("refused with the bucket not spent")
+		}
+		clock.Advance(time.Millisecond) // 1000 decisions a second
+	}
+	if n := calls.n.Load(); n > decisions/10 {
+		t.Fatalf("%d script calls for %d decisions of cost 1000 on a hot key: the allowance holds about one decision", n, decisions)
 	}
 }

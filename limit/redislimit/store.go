@@ -346,7 +346,7 @@ func (s *Store) AllowN(ctx context.Context, key string, p limit.Policy, cost int
 		}
 	}
 	if err == nil && rk != "" {
-		s.lent.warm(rk)
+		s.lent.warm(rk, cost)
 	}
 	return dec, err
 }
@@ -430,7 +430,7 @@ func (s *Store) warmCounted(reqs []limit.Request) {
 	for _, r := range reqs {
 		if r.Cost >= 0 && (r.Policy.Algorithm == limit.TokenBucketAlgorithm || r.Policy.Algorithm == limit.GCRAAlgorithm) &&
 			r.Policy.Validate() == nil {
-			s.lent.warm(s.Key(r.Key, r.Policy))
+			s.lent.warm(s.Key(r.Key, r.Policy), r.Cost)
 		}
 	}
 }
