@@ -26,6 +26,11 @@ type Counter struct {
 	TTL time.Duration
 	// Count is set by the store: the counter's value after adding Hits.
 	Count uint64
+	// Limit is the counter's limit per window and End the end of its
+	// window (Unix seconds), for stores that lend a window's units ahead
+	// (redisstore's Options.LocalAllowance); other stores ignore them.
+	Limit uint64
+	End   int64
 }
 
 // Store holds fixed-window counters. Implementations are safe for
@@ -306,9 +311,11 @@ func (s *Service) plan(req *rlsv3.RateLimitRequest, now int64) ([]decision, []Co
 		ttl := time.Duration(window+l.divider-now)*time.Second + s.opts.KeyGrace
 		ds[i].hits, ds[i].end = hitsAddend(req, d), window+l.divider
 		counters = append(counters, Counter{
-			Key:  s.counterKey(req.Domain, d, ds[i].match.Share, window),
-			Hits: ds[i].hits,
-			TTL:  ttl,
+			Key:   s.counterKey(req.Domain, d, ds[i].match.Share, window),
+			Hits:  ds[i].hits,
+			TTL:   ttl,
+			Limit: uint64(l.Proto.RequestsPerUnit),
+			End:   ds[i].end,
 		})
 	}
 	return ds, counters, nil

@@ -215,6 +215,10 @@ func (e *ConfigError) Error() string {
 // :8080 (REST), :8081 (gRPC) and :9091 (/metrics).
 func DefaultConfig() Config { return defaultConfig() }
 
+// defaultLocalAllowance is backends.redis.local_allowance's default: false,
+// set by the package's tests to run them all with local allowances on.
+var defaultLocalAllowance = false
+
 func defaultConfig() Config {
 	capacity, rate := 10.0, 1.0
 	window, maxReq := int64(60), int64(100)
@@ -226,7 +230,8 @@ func defaultConfig() Config {
 		},
 		Backends: Backends{
 			InMemory: InMemory{DefaultTTL: 30, EvictionTime: 120, ShardsCount: 256, MaxKeys: 1 << 20},
-			Redis:    Redis{Addr: "127.0.0.1:6379", DefaultTTL: 1000, PasswordEnv: "LIMITERD_REDIS_PASSWORD"},
+			Redis: Redis{Addr: "127.0.0.1:6379", DefaultTTL: 1000, PasswordEnv: "LIMITERD_REDIS_PASSWORD",
+				LocalAllowance: defaultLocalAllowance},
 		},
 		Metrics:        Metrics{Port: 9091},
 		OnStoreFailure: "fail_open",

@@ -301,7 +301,7 @@ func (e *envReader) store(cfg *Config, out *envSettings) {
 		e.fail("REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", "not supported: limiterd's health does not follow its Redis connections (a store failure is answered by on_store_failure); unset it")
 	}
 	e.poolOnEmpty("REDIS_POOL_ON_EMPTY_BEHAVIOR")
-	r.LocalAllowance = e.bool("REDIS_LOCAL_ALLOWANCE", false)
+	r.LocalAllowance = e.bool("REDIS_LOCAL_ALLOWANCE", r.LocalAllowance)
 
 	// A second Redis for per-second limits.
 	if e.bool("REDIS_PERSECOND", false) {

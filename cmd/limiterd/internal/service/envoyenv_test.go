@@ -60,7 +60,7 @@ func TestRatelimitEnvDefaults(t *testing.T) {
 		{"REDIS_TLS", r.TLS, RedisTLS{}},
 		{"REDIS_TIMEOUT", r.Timeout, 10 * time.Second},
 		{"REDIS_SENTINEL_AUTH", r.SentinelPassword, ""},
-		{"REDIS_LOCAL_ALLOWANCE", r.LocalAllowance, false},
+		{"REDIS_LOCAL_ALLOWANCE", r.LocalAllowance, defaultLocalAllowance}, // false unless LIMITERD_TEST_LOCAL_ALLOWANCE
 		{"CACHE_KEY_PREFIX", e.KeyPrefix, ""},
 		{"LOCAL_CACHE_SIZE_IN_BYTES", e.LocalCacheBytes, int64(0)},
 		{"NEAR_LIMIT_RATIO", e.NearLimitRatio, 0.8},

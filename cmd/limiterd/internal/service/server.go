@@ -48,6 +48,7 @@ type server struct {
 	closers []func() error // in the order to close them
 	health  *health.Server // grpc.health.v1 on both gRPC servers, following healthz
 	healthz *healthState   // GET /healthcheck and the gRPC health service
+	holder  string         // the Envoy store's allowance holder; "" without allowances
 
 	httpLn, grpcLn, metricsLn, debugLn, rlconfigLn net.Listener
 	udsLn                                          net.Listener // the gRPC APIs on GRPCUDS; nil without it
@@ -122,8 +123,13 @@ func newRedisClient(cfg Config) (redis.UniversalClient, error) {
 func (s *server) buildEnvoy(rdb redis.UniversalClient) error {
 	var store envoyrl.Store
 	if rdb != nil {
-		rs := redisstore.New(rdb, redisstore.Options{ExpirationJitter: s.cfg.Envoy.ExpirationJitterMax})
-		s.closers = append(s.closers, rs.Close)
+		rs := redisstore.New(rdb, redisstore.Options{
+			ExpirationJitter: s.cfg.Envoy.ExpirationJitterMax,
+			LocalAllowance:   s.cfg.Backends.Redis.LocalAllowance,
+		})
+		s.holder = rs.AllowanceHolder()
+		// Before the client: Close gives back what the allowances hold.
+		s.closers = append([]func() error{rs.Close}, s.closers...)
 		fs, err := s.envoyFallback(rs)
 		if err != nil {
 			return err
@@ -534,6 +540,9 @@ func (s *server) logStart() {
 	}
 	if s.xds != nil {
 		attrs = append(attrs, "xds", s.xds.cfg.ServerURL, "domains", s.envoy.Rules().Domains())
+	}
+	if s.holder != "" {
+		attrs = append(attrs, "allowance_holder", s.holder)
 	}
 	attrs = append(attrs, "grpc_tls", s.tls != nil, "grpc_mtls", s.tls != nil && s.tls.ClientCAs != nil)
 	s.log.Info("limiterd started", attrs...)
