@@ -173,7 +173,7 @@ type dropInCase struct {
 //     EXPIRATION_JITTER_MAX_SECONDS, and the JSON formatting of /json.
 func TestDropInForEnvoyRatelimit(t *testing.T) {
 	theirBin := envoyRatelimitBin(t)
-	ourBin := buildLimiterd(t)
+	ourBin := buildDropInLimiterd(t)
 	two := map[string]string{"cmp.yaml": compareRules, "api.yaml": apiRules}
 	cases := []dropInCase{{
 		name:   "symlinked root",
@@ -342,9 +342,9 @@ func writeRules(t *testing.T, dir string, files map[string]string) {
 	}
 }
 
-// buildLimiterd builds ./cmd/limiterd into the test's directory, with the
+// buildDropInLimiterd builds ./cmd/limiterd into the test's directory, with the
 // race detector when the test has it.
-func buildLimiterd(t *testing.T) string {
+func buildDropInLimiterd(t *testing.T) string {
 	t.Helper()
 	goCmd, err := exec.LookPath("go")
 	if err != nil {
