@@ -32,6 +32,9 @@ const (
 	modeOff    = "off"    // redislimit, one round trip per decision (today's path)
 	modeOn     = "on"     // redislimit with Options.LocalAllowance
 	modeMemory = "memory" // limit.Memory in this process
+	// modeBroken admits every request: a store that ignores its limits,
+	// with which the tests prove that the exactness check fails a run.
+	modeBroken = "broken"
 )
 
 // hotConfig is one worker's part of a run.
@@ -179,6 +182,8 @@ func hotWork(cfg hotConfig) (*hotResult, error) {
 			return nil, err
 		}
 		store, closeStore = m, func() error { return nil }
+	case modeBroken:
+		store, closeStore = admitAll{}, func() error { return nil }
 	case modeOff, modeOn:
 		if cfg.Redis == "" {
 			return nil, fmt.Errorf("mode %s needs a Redis address", cfg.Mode)
@@ -354,4 +359,11 @@ func procCPU() (float64, error) {
 		return 0, err
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds(), nil
+}
+
+// admitAll is modeBroken's store.
+type admitAll struct{ limit.Store }
+
+func (admitAll) AllowN(_ context.Context, _ string, p limit.Policy, _ int64) (limit.Decision, error) {
+	return limit.Decision{Allowed: true, Limit: p.Limit}, nil
 }
