@@ -9,6 +9,8 @@ import (
 	"math/bits"
 	"math/rand"
 	"os"
+	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -128,6 +130,21 @@ func histQuantile(h []int64, q float64) time.Duration {
 	return time.Duration(histValue(len(h) - 1))
 }
 
+// histAbove is the share of the counts above ns.
+func histAbove(h []int64, ns int64) float64 {
+	var n, above int64
+	for i, c := range h {
+		n += c
+		if histValue(i) > ns {
+			above += c
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return float64(above) / float64(n)
+}
+
 func addHist(dst, src []int64) []int64 {
 	if len(dst) < len(src) {
 		dst = append(dst, make([]int64, len(src)-len(dst))...)
@@ -230,9 +247,11 @@ func hotWork(cfg hotConfig) (*hotResult, error) {
 	go func() {
 		defer close(cpuDone)
 		time.Sleep(time.Until(from))
+		stopProfile := startProfile(cfg)
 		cpu[0], _ = procCPU()
 		time.Sleep(time.Until(end))
 		cpu[1], _ = procCPU()
+		stopProfile()
 	}()
 
 	counts := make([]*callerCounts, cfg.Callers)
@@ -350,6 +369,30 @@ func incHist(h []int64, ns int64) []int64 {
 	}
 	h[i]++
 	return h
+}
+
+// startProfile writes a CPU profile of the measured time to the directory
+// HOTKEYS_CPUPROFILE names, if set, as <algorithm>-<mode>-<seed>.pprof
+// (read with go tool pprof).
+func startProfile(cfg hotConfig) (stop func()) {
+	dir := os.Getenv("HOTKEYS_CPUPROFILE")
+	if dir == "" {
+		return func() {}
+	}
+	f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%s-%s-%d.pprof", cfg.Algorithm, cfg.Mode, cfg.Seed)))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "hotkeys worker: profile:", err)
+		return func() {}
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		fmt.Fprintln(os.Stderr, "hotkeys worker: profile:", err)
+		return func() {}
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}
 }
 
 // procCPU is this process's user and system CPU time in seconds.
