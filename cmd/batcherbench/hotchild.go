@@ -10,6 +10,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime/pprof"
 	"strconv"
 	"sync"
@@ -88,6 +89,7 @@ type hotResult struct {
 	Across     map[string]int64 `json:"across"`                // "rank first last" → admissions
 	ColdMax    int64            `json:"cold_max"`              // largest admissions of one cold key, whole run
 	CloseError string           `json:"close_error,omitempty"` // Store.Close
+	StoreStats map[string]int64 `json:"store_stats,omitempty"` // the store's AllowanceStats, measured time
 	CPUSeconds float64          `json:"cpu_seconds"`           // this process, measured time
 }
 
@@ -243,15 +245,24 @@ func hotWork(cfg hotConfig) (*hotResult, error) {
 	end := from.Add(cfg.Measure)
 	cold := make([]atomic.Int64, cfg.Keys)
 	var cpu [2]float64 // at from and at end
+	var storeDelta map[string]int64
 	cpuDone := make(chan struct{})
 	go func() {
 		defer close(cpuDone)
 		time.Sleep(time.Until(from))
 		stopProfile := startProfile(cfg)
 		cpu[0], _ = procCPU()
+		st0 := storeStats(store)
 		time.Sleep(time.Until(end))
 		cpu[1], _ = procCPU()
+		st1 := storeStats(store)
 		stopProfile()
+		for k, v := range st1 {
+			if storeDelta == nil {
+				storeDelta = map[string]int64{}
+			}
+			storeDelta[k] = v - st0[k]
+		}
 	}()
 
 	counts := make([]*callerCounts, cfg.Callers)
@@ -335,6 +346,7 @@ func hotWork(cfg hotConfig) (*hotResult, error) {
 	}
 	<-cpuDone
 	res.CPUSeconds = cpu[1] - cpu[0]
+	res.StoreStats = storeDelta
 	for _, cc := range counts {
 		res.Decisions += cc.decisions
 		res.Admitted += cc.admitted
@@ -369,6 +381,24 @@ func incHist(h []int64, ns int64) []int64 {
 	}
 	h[i]++
 	return h
+}
+
+// storeStats returns the integer fields of the store's AllowanceStats, by
+// name, or nil when the store has no such method (read by reflection, so
+// that this tool builds against versions of the library before it).
+func storeStats(store limit.Store) map[string]int64 {
+	m := reflect.ValueOf(store).MethodByName("AllowanceStats")
+	if !m.IsValid() || m.Type().NumIn() != 0 || m.Type().NumOut() != 1 || m.Type().Out(0).Kind() != reflect.Struct {
+		return nil
+	}
+	v := m.Call(nil)[0]
+	out := map[string]int64{}
+	for i := range v.NumField() {
+		if f := v.Field(i); f.CanInt() && v.Type().Field(i).IsExported() {
+			out[v.Type().Field(i).Name] = f.Int()
+		}
+	}
+	return out
 }
 
 // startProfile writes a CPU profile of the measured time to the directory

@@ -76,7 +76,8 @@ type hotRun struct {
 	commands              int64         // Redis commands in the measured time; -1 unknown
 	cpu                   float64       // workers' CPU seconds, measured time
 	closeErr              string
-	warmTicks, measureEnd int // the measured ticks: [warmTicks, measureEnd)
+	stats                 map[string]int64 // the stores' AllowanceStats over the measured time, summed
+	warmTicks, measureEnd int              // the measured ticks: [warmTicks, measureEnd)
 }
 
 func (r *hotRun) rate() float64 { return float64(r.decisions) / r.seconds }
@@ -237,6 +238,12 @@ func runHotWorkers(ctx context.Context, c *redis.Client, cfgs []hotConfig) (*hot
 			run.closeErr = r.CloseError
 		}
 		run.cpu += r.CPUSeconds
+		for k, v := range r.StoreStats {
+			if run.stats == nil {
+				run.stats = map[string]int64{}
+			}
+			run.stats[k] += v
+		}
 		run.coldMax += r.ColdMax
 		run.lat = addHist(run.lat, r.Latency)
 		run.hotLat = addHist(run.hotLat, r.HotLatency)
@@ -460,7 +467,7 @@ func (b *bench) hotRows(hp hotPlan, alg limit.Algorithm, cfg hotConfig, runs map
 	b.rep.add(result{Scenario: scen, Case: fmt.Sprintf("%s: Redis commands per decision, on", alg), Store: "redis",
 		Ours: fmt.Sprintf("%.4f (off %.3f)", cpd, off.perDecision()), Goal: "≤ 0.05", Status: verdict(cpd <= 0.05),
 		Values: map[string]float64{"on": cpd, "off": off.perDecision()},
-		Note:   "INFO commandstats over the measured time, commands run by scripts included"})
+		Note:   joinNotes("INFO commandstats over the measured time, commands run by scripts included", statsNote(on))})
 	for _, r := range []*hotRun{off, on} {
 		ex := checkExact(r, cfg)
 		st := statusMet
@@ -510,7 +517,7 @@ func (b *bench) oneRows(hp hotPlan, alg limit.Algorithm, cfg hotConfig, runs map
 	cpd := on.perDecision()
 	b.rep.add(result{Scenario: scen, Case: what + ": Redis commands per decision, on", Store: "redis",
 		Ours: fmt.Sprintf("%.4f (off %.3f)", cpd, offCPD), Goal: "≤ 0.01", Status: verdict(cpd <= 0.01),
-		Values: map[string]float64{"on": cpd, "off": offCPD}})
+		Values: map[string]float64{"on": cpd, "off": offCPD}, Note: statsNote(on)})
 	for _, r := range []*hotRun{off, on} {
 		if r == nil {
 			continue
@@ -532,6 +539,21 @@ func exactNote(alg limit.Algorithm) string {
 		return "every 1-s window: admissions certainly inside it ≤ limit"
 	}
 	return "every span of whole ticks: admissions certainly inside it ≤ limit + rate × span"
+}
+
+// statsNote sums up the stores' AllowanceStats, when the library has them.
+func statsNote(r *hotRun) string {
+	st := r.stats
+	if st == nil {
+		return ""
+	}
+	local, remote := st["Local"], st["Remote"]
+	share := 0.0
+	if local+remote > 0 {
+		share = float64(local) / float64(local+remote)
+	}
+	return fmt.Sprintf("stores: %s of decisions from allowances (%d local, %d one-trip), %d script calls, %d takes/renewals (%d in the background), units lent %d, returned %d, expired %d",
+		fmtPct(share), local, remote, st["Commands"], st["Renewals"], st["Background"], st["Lent"], st["Returned"], st["Expired"])
 }
 
 func errNote(r *hotRun) string {
