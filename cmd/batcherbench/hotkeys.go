@@ -354,6 +354,12 @@ func saturated(run *hotRun, cfg hotConfig) saturation {
 // hotkeys runs the scenario.
 func (b *bench) hotkeys(ctx context.Context) {
 	hp := hotPlanFor(b.opts.quick)
+	if b.opts.hotAlgs != nil {
+		hp.algorithms = nil
+		for _, a := range b.opts.hotAlgs {
+			hp.algorithms = append(hp.algorithms, limit.Algorithm(a))
+		}
+	}
 	addr, stop, err := hotRedis(b.opts.hotRedis)
 	if err != nil {
 		st := statusError

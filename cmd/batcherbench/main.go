@@ -9,7 +9,7 @@
 //
 //	go run -C cmd/batcherbench . [--quick] [--json] [--scenarios throughput,rate,latency,fair,shared,stall,wipe,scale] [--stores memory,azurite,redis]
 //	go run -C cmd/batcherbench . --scenarios scale [--scale-n 4,16,64,128] [--scale-p 20,100,500] [--scale-steady 20s] [--scale-churn 30s] [--stores ...]
-//	go run -C cmd/batcherbench . --scenarios hotkeys [--hotkeys-redis host:port]
+//	go run -C cmd/batcherbench . --scenarios hotkeys [--hotkeys-redis host:port] [--hotkeys-algorithms token_bucket,gcra,fixed_window]
 //
 // The hotkeys scenario runs keyed limits (limit/redislimit) in worker
 // processes on one Redis, with and without Options.LocalAllowance, beside
@@ -79,6 +79,7 @@ type options struct {
 	scaleSteady, scaleChurn time.Duration
 
 	hotRedis string // the hotkeys scenario's Redis; empty: it starts its own
+	hotAlgs  []string
 }
 
 func main() {
@@ -140,6 +141,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	scaleSteady := fs.Duration("scale-steady", 0, "scale: measured time after convergence (default 20s, 70s when N > P; 4s and 6s with --quick)")
 	scaleChurn := fs.Duration("scale-churn", 0, "scale: length of the churn phase, a change every 10 s (default 30s; 4s with --quick, a change every 2 s)")
 	hotRedis := fs.String("hotkeys-redis", "", "hotkeys: the Redis to use (host:port); default: a redis-server started for the scenario")
+	hotAlgs := fs.String("hotkeys-algorithms", "", "hotkeys: comma-separated algorithms: token_bucket, gcra, fixed_window (default: all three; token_bucket with --quick)")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}
@@ -163,6 +165,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if opts.scalePs, err = intList(*scaleP, 1, 500, "--scale-p"); err != nil {
 		return options{}, err
+	}
+	if *hotAlgs != "" {
+		if opts.hotAlgs, err = pickList(*hotAlgs, []string{"token_bucket", "gcra", "fixed_window"}, "algorithm"); err != nil {
+			return options{}, err
+		}
 	}
 	if opts.scaleSteady < 0 || opts.scaleChurn < 0 {
 		return options{}, fmt.Errorf("--scale-steady and --scale-churn cannot be negative")
