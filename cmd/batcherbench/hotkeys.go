@@ -75,6 +75,7 @@ type hotRun struct {
 	coldMax               int64         // sum over workers of their largest cold-key admissions
 	commands              int64         // Redis commands in the measured time; -1 unknown
 	cpu                   float64       // workers' CPU seconds, measured time
+	redisCPU              float64       // redis-server's CPU seconds, measured time; NaN unknown
 	closeErr              string
 	stats                 map[string]int64 // the stores' AllowanceStats over the measured time, summed
 	warmTicks, measureEnd int              // the measured ticks: [warmTicks, measureEnd)
@@ -93,30 +94,30 @@ func (r *hotRun) perDecision() float64 {
 // function that stops it when the scenario started it. Given an address
 // (--hotkeys-redis), it uses that server, whose command counts then include
 // any other client's.
-func hotRedis(addr string) (string, func(), error) {
+func hotRedis(addr string) (string, int, func(), error) {
 	if addr != "" {
-		return addr, func() {}, nil
+		return addr, 0, func() {}, nil
 	}
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
-		return "", nil, unavailableError{"redis-server is not in PATH and --hotkeys-redis is not set"}
+		return "", 0, nil, unavailableError{"redis-server is not in PATH and --hotkeys-redis is not set"}
 	}
 	for attempt := 0; attempt < 3; attempt++ {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			return "", nil, err
+			return "", 0, nil, err
 		}
 		port := l.Addr().(*net.TCPAddr).Port
 		l.Close()
 		dir, err := os.MkdirTemp("", "hotkeys-redis")
 		if err != nil {
-			return "", nil, err
+			return "", 0, nil, err
 		}
 		cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "",
 			"--appendonly", "no", "--dir", dir)
 		if err := cmd.Start(); err != nil {
 			os.RemoveAll(dir)
-			return "", nil, err
+			return "", 0, nil, err
 		}
 		stop := func() {
 			_ = cmd.Process.Kill()
@@ -132,11 +133,11 @@ func hotRedis(addr string) (string, func(), error) {
 		ok := c.Ping(context.Background()).Err() == nil
 		c.Close()
 		if ok {
-			return addr, stop, nil
+			return addr, cmd.Process.Pid, stop, nil
 		}
 		stop()
 	}
-	return "", nil, errors.New("redis-server did not answer PING within 10 s, three times")
+	return "", 0, nil, errors.New("redis-server did not answer PING within 10 s, three times")
 }
 
 // redisCommands sums the calls of INFO commandstats (commands run by
@@ -164,7 +165,7 @@ func redisCommands(ctx context.Context, c *redis.Client) (int64, error) {
 // runHotWorkers starts one worker process per config, all starting at the
 // same time, reads Redis's command counts over the measured time, and
 // merges the workers' results.
-func runHotWorkers(ctx context.Context, c *redis.Client, cfgs []hotConfig) (*hotRun, error) {
+func runHotWorkers(ctx context.Context, c *redis.Client, redisPid int, cfgs []hotConfig) (*hotRun, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -205,12 +206,16 @@ func runHotWorkers(ctx context.Context, c *redis.Client, cfgs []hotConfig) (*hot
 			results[i] = &r
 		}()
 	}
-	commands := int64(-1)
+	commands, redisCPU := int64(-1), math.NaN()
 	if c != nil && cfg.Mode != modeMemory {
 		sleepUntil(ctx, start.Add(cfg.Warmup))
 		before, err1 := redisCommands(ctx, c)
+		cpu0, err3 := pidCPU(redisPid)
 		sleepUntil(ctx, start.Add(cfg.Warmup+cfg.Measure))
 		after, err2 := redisCommands(ctx, c)
+		if cpu1, err4 := pidCPU(redisPid); err3 == nil && err4 == nil {
+			redisCPU = cpu1 - cpu0
+		}
 		if err := errors.Join(err1, err2); err != nil {
 			fmt.Fprintln(os.Stderr, "hotkeys: INFO commandstats:", err)
 		} else {
@@ -221,7 +226,7 @@ func runHotWorkers(ctx context.Context, c *redis.Client, cfgs []hotConfig) (*hot
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	run := &hotRun{mode: cfg.Mode, commands: commands, seconds: cfg.Measure.Seconds(),
+	run := &hotRun{mode: cfg.Mode, commands: commands, redisCPU: redisCPU, seconds: cfg.Measure.Seconds(),
 		hotDemand: make([]int64, len(cfg.HotLimits)), perKey: make([]*tickCounts, len(cfg.HotLimits)),
 		warmTicks: int(cfg.Warmup / cfg.Tick), measureEnd: int((cfg.Warmup + cfg.Measure) / cfg.Tick)}
 	for i := range run.perKey {
@@ -360,7 +365,7 @@ func (b *bench) hotkeys(ctx context.Context) {
 			hp.algorithms = append(hp.algorithms, limit.Algorithm(a))
 		}
 	}
-	addr, stop, err := hotRedis(b.opts.hotRedis)
+	addr, redisPid, stop, err := hotRedis(b.opts.hotRedis)
 	if err != nil {
 		st := statusError
 		var un unavailableError
@@ -378,7 +383,7 @@ func (b *bench) hotkeys(ctx context.Context) {
 	// Calibration: today's path, no binding limit, to learn each hot key's
 	// demand; each then gets half of it as its limit.
 	b.logf("hotkeys: calibrating demand (%v)", hp.calibrate)
-	cal, err := runHotWorkers(ctx, client, hp.configs(modeOff, run+":cal:", limit.TokenBucketAlgorithm, nil, hotColdLimit, hp.calibrate/4, hp.calibrate))
+	cal, err := runHotWorkers(ctx, client, redisPid, hp.configs(modeOff, run+":cal:", limit.TokenBucketAlgorithm, nil, hotColdLimit, hp.calibrate/4, hp.calibrate))
 	if err != nil {
 		b.rep.add(result{Scenario: "hotkeys", Case: "calibration", Status: statusError, Note: err.Error()})
 		return
@@ -395,7 +400,7 @@ func (b *bench) hotkeys(ctx context.Context) {
 		for _, mode := range []string{modeOff, modeOn, modeMemory} {
 			b.logf("hotkeys %s: %s", alg, mode)
 			cfgs := hp.configs(mode, fmt.Sprintf("%s:%s:%s:", run, alg, mode), alg, limits, coldLimit, hp.warmup, hp.measure)
-			r, err := runHotWorkers(ctx, client, cfgs)
+			r, err := runHotWorkers(ctx, client, redisPid, cfgs)
 			if err != nil {
 				b.rep.add(result{Scenario: "hotkeys", Case: fmt.Sprintf("%s, %s", alg, mode), Status: statusError, Note: err.Error()})
 				return
@@ -410,7 +415,7 @@ func (b *bench) hotkeys(ctx context.Context) {
 		for _, mode := range hp.oneModes {
 			b.logf("hotkeys one key %s: %s", alg, mode)
 			cfgs := hp.oneConfigs(mode, fmt.Sprintf("%s:one:%s:%s:", run, alg, mode), alg)
-			r, err := runHotWorkers(ctx, client, cfgs)
+			r, err := runHotWorkers(ctx, client, redisPid, cfgs)
 			if err != nil {
 				b.rep.add(result{Scenario: "hotkeys", Case: fmt.Sprintf("one key, %s, %s", alg, mode), Status: statusError, Note: err.Error()})
 				return
@@ -499,8 +504,9 @@ func (b *bench) hotRows(hp hotPlan, alg limit.Algorithm, cfg hotConfig, runs map
 		Peer: fmt.Sprintf("memory store: %s (p50 %s)", fmtDur(p99mem), fmtDur(histQuantile(mem.lat, 0.5))), Goal: "≤ the memory store's",
 		Status: verdict(p99on <= p99mem),
 		Values: map[string]float64{"on_p99_us": us(p99on), "on_hot_p99_us": us(histQuantile(on.hotLat, 0.99)), "on_over_50us": histAbove(on.lat, 50_000), "off_p99_us": us(p99off), "memory_p99_us": us(p99mem)},
-		Note: fmt.Sprintf("decisions over 50 µs (a Redis round trip): on %s, off %s; workers' CPU per decision: on %.1f µs, off %.1f µs, memory %.1f µs",
-			fmtPct(histAbove(on.lat, 50_000)), fmtPct(histAbove(off.lat, 50_000)), cpuPer(on), cpuPer(off), cpuPer(mem))})
+		Note: fmt.Sprintf("decisions over 50 µs (a Redis round trip): on %s, off %s; workers' CPU per decision: on %.1f µs, off %.1f µs, memory %.1f µs; redis-server busy %s of a core on, %s off",
+			fmtPct(histAbove(on.lat, 50_000)), fmtPct(histAbove(off.lat, 50_000)), cpuPer(on), cpuPer(off), cpuPer(mem),
+			fmtPct(on.redisCPU/on.seconds), fmtPct(off.redisCPU/off.seconds))})
 }
 
 func (b *bench) oneRows(hp hotPlan, alg limit.Algorithm, cfg hotConfig, runs map[string]*hotRun) {
@@ -579,6 +585,25 @@ func cpuPer(r *hotRun) float64 {
 		return math.NaN()
 	}
 	return r.cpu * 1e6 / float64(r.decisions)
+}
+
+// pidCPU is the user and system CPU seconds of process pid (Linux).
+func pidCPU(pid int) (float64, error) {
+	if pid <= 0 {
+		return 0, errors.New("no process")
+	}
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	s := string(raw)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 13 {
+		return 0, errors.New("short /proc stat")
+	}
+	u, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return (u + st) / 100, nil // clock ticks of 100 Hz
 }
 
 func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }

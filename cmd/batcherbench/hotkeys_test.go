@@ -105,7 +105,7 @@ func TestWorkersCheckExactness(t *testing.T) {
 			cfgs = cfgs[:1]
 			cfgs[0].Callers = hp.procs * hp.callers
 		}
-		run, err := runHotWorkers(context.Background(), nil, cfgs)
+		run, err := runHotWorkers(context.Background(), nil, 0, cfgs)
 		if err != nil {
 			t.Fatal(err)
 		}
