@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"os"
 	"testing"
 	"time"
@@ -115,6 +116,32 @@ func TestWorkersCheckExactness(t *testing.T) {
 		}
 		if broken := mode == modeBroken; (ex.violations > 0) != broken {
 			t.Fatalf("%s: %d keys over the limit (%d spans, worst excess %d)", mode, ex.violations, ex.spans, ex.worst)
+		}
+	}
+}
+
+// TestOverAdmissionFailsTheScenario: a run whose admissions exceed a limit
+// gives an error row, which makes the tool exit non-zero.
+func TestOverAdmissionFailsTheScenario(t *testing.T) {
+	hp := hotPlanFor(true)
+	hp.hot = 1
+	cfg := hp.configs(modeOn, "", limit.TokenBucketAlgorithm, []int64{10}, hotColdLimit, time.Second, time.Second)[0]
+	run := func(mode string, admitted int64) *hotRun {
+		r := &hotRun{mode: mode, decisions: 100, seconds: 1, commands: 10, redisCPU: 0.1,
+			hotDemand: []int64{100}, perKey: []*tickCounts{newTickCounts(cfg.ticks())}, warmTicks: 20, measureEnd: 40}
+		r.lat = incHist(nil, 1000)
+		r.perKey[0].add(25, 25, admitted)
+		return r
+	}
+	for _, tc := range []struct {
+		admitted int64
+		errors   int
+	}{{10, 0}, {11, 1}} {
+		b := &bench{opts: options{quick: true}, rep: newReport(options{quick: true}), log: io.Discard}
+		runs := map[string]*hotRun{modeOff: run(modeOff, 10), modeOn: run(modeOn, tc.admitted), modeMemory: run(modeMemory, 10)}
+		b.hotRows(hp, limit.TokenBucketAlgorithm, cfg, runs, runs[modeOff])
+		if got := b.rep.errors(); got != tc.errors {
+			t.Errorf("%d admitted in 50 ms under a limit of 10: %d error rows, want %d", tc.admitted, got, tc.errors)
 		}
 	}
 }
