@@ -32,18 +32,6 @@ func (t *tickCounts) add(a, b int32, n int64) {
 	t.across[[2]int32{a, b}] += n
 }
 
-// total is every admission counted.
-func (t *tickCounts) total() int64 {
-	var n int64
-	for _, c := range t.certain {
-		n += c
-	}
-	for _, c := range t.across {
-		n += c
-	}
-	return n
-}
-
 // in counts the admissions certainly inside ticks [from, to), and those
 // that may be (dated across its edges).
 func (t *tickCounts) in(from, to int) (certain, maybe int64) {
