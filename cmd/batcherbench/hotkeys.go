@@ -359,6 +359,9 @@ func saturated(run *hotRun, cfg hotConfig) saturation {
 // hotkeys runs the scenario.
 func (b *bench) hotkeys(ctx context.Context) {
 	hp := hotPlanFor(b.opts.quick)
+	if b.opts.hotKeys > 0 {
+		hp.keys = b.opts.hotKeys
+	}
 	if b.opts.hotAlgs != nil {
 		hp.algorithms = nil
 		for _, a := range b.opts.hotAlgs {

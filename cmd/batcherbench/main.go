@@ -9,7 +9,7 @@
 //
 //	go run -C cmd/batcherbench . [--quick] [--json] [--scenarios throughput,rate,latency,fair,shared,stall,wipe,scale] [--stores memory,azurite,redis]
 //	go run -C cmd/batcherbench . --scenarios scale [--scale-n 4,16,64,128] [--scale-p 20,100,500] [--scale-steady 20s] [--scale-churn 30s] [--stores ...]
-//	go run -C cmd/batcherbench . --scenarios hotkeys [--hotkeys-redis host:port] [--hotkeys-algorithms token_bucket,gcra,fixed_window]
+//	go run -C cmd/batcherbench . --scenarios hotkeys [--hotkeys-redis host:port] [--hotkeys-algorithms token_bucket,gcra,fixed_window] [--hotkeys-keys 100000]
 //
 // The hotkeys scenario runs keyed limits (limit/redislimit) in worker
 // processes on one Redis, with and without Options.LocalAllowance, beside
@@ -80,6 +80,7 @@ type options struct {
 
 	hotRedis string // the hotkeys scenario's Redis; empty: it starts its own
 	hotAlgs  []string
+	hotKeys  int // 0: the plan's
 }
 
 func main() {
@@ -142,6 +143,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	scaleChurn := fs.Duration("scale-churn", 0, "scale: length of the churn phase, a change every 10 s (default 30s; 4s with --quick, a change every 2 s)")
 	hotRedis := fs.String("hotkeys-redis", "", "hotkeys: the Redis to use (host:port); default: a redis-server started for the scenario")
 	hotAlgs := fs.String("hotkeys-algorithms", "", "hotkeys: comma-separated algorithms: token_bucket, gcra, fixed_window (default: all three; token_bucket with --quick)")
+	hotKeys := fs.Int("hotkeys-keys", 0, "hotkeys: distinct keys of the Zipf draw, at least 100 (default 100000)")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}
@@ -166,6 +168,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if opts.scalePs, err = intList(*scaleP, 1, 500, "--scale-p"); err != nil {
 		return options{}, err
 	}
+	if *hotKeys != 0 && (*hotKeys < 100 || *hotKeys > 10_000_000) {
+		return options{}, fmt.Errorf("--hotkeys-keys: %d is not a whole number from 100 to 10000000", *hotKeys)
+	}
+	opts.hotKeys = *hotKeys
 	if *hotAlgs != "" {
 		if opts.hotAlgs, err = pickList(*hotAlgs, []string{"token_bucket", "gcra", "fixed_window"}, "algorithm"); err != nil {
 			return options{}, err
