@@ -58,7 +58,7 @@ import (
 type config struct {
 	api, addr, name, redisAddr string
 	descriptors, keys, conc    int
-	pid                        int
+	pid, redisPid              int
 	duration, warmup           time.Duration
 	zipf                       float64   // exponent; 0 draws users uniformly
 	cdf                        []float64 // with zipf: the users' cumulative probabilities
@@ -75,6 +75,7 @@ func main() {
 	flag.Float64Var(&c.zipf, "zipf", 0, "draw users Zipf(S) by rank, S > 0 (u0 the hottest); 0 draws them uniformly")
 	flag.IntVar(&c.conc, "concurrency", 64, "concurrent callers")
 	flag.IntVar(&c.pid, "pid", 0, "service process to read CPU time of; 0 skips")
+	flag.IntVar(&c.redisPid, "redis-pid", 0, "redis-server process to read CPU time of; 0 skips")
 	flag.DurationVar(&c.duration, "duration", 10*time.Second, "measured time")
 	flag.DurationVar(&c.warmup, "warmup", 2*time.Second, "unmeasured time before")
 	protosetPath := flag.String("write-protoset", "", "write the gRPC services' descriptors to this file and exit")
@@ -130,6 +131,7 @@ func run(c config) error {
 		}
 	}
 	cpu0, _ := cpuSeconds(c.pid)
+	rcpu0, _ := cpuSeconds(c.redisPid)
 	over0 := overLimit.Load()
 	start := time.Now()
 	ctx, cancel = context.WithTimeout(context.Background(), c.duration)
@@ -138,6 +140,7 @@ func run(c config) error {
 	cancel()
 	elapsed := time.Since(start)
 	cpu1, cpuErr := cpuSeconds(c.pid)
+	rcpu1, rcpuErr := cpuSeconds(c.redisPid)
 	var all []time.Duration
 	for _, l := range lat {
 		all = append(all, l...)
@@ -152,6 +155,9 @@ func run(c config) error {
 		ms(all[n/2]), ms(all[n*99/100]), errs)
 	if c.pid > 0 && cpuErr == nil {
 		fmt.Printf("  CPU %.1f s/M", (cpu1-cpu0)/float64(n)*1e6)
+	}
+	if c.redisPid > 0 && rcpuErr == nil {
+		fmt.Printf("  Redis CPU %.1f s/M", (rcpu1-rcpu0)/float64(n)*1e6)
 	}
 	if c.api == "envoy" {
 		// Calls answered after the end of the run count here and not in n:
