@@ -17,6 +17,14 @@
 // replaces removes the named limits from the request; share_threshold makes
 // every value matching a wildcard count on one counter.
 //
+// As envoyproxy/ratelimit, the service can keep the counters found over
+// their limit in a bounded local cache and answer them without the store
+// until their window ends (Options.LocalCacheBytes), ask Envoy to add rate
+// limit headers to the client's response (Options.ResponseHeaders), report
+// its per-limit statistics, near-limit hits included, to a StatsObserver,
+// and merge the files of one domain (ParseWith); Rules.Dump lists the
+// rules as its /rlconfig does.
+//
 // The counters live in a Store: MemoryStore here, Redis in the redisstore
 // package. WithFailurePolicy wraps a store that may fail or hang in the
 // failure policy of package limit, with its three modes (FailOpen,

@@ -104,6 +104,7 @@ func overrideMatch(domain string, d *rlv3.RateLimitDescriptor, o *rlv3.RateLimit
 	l := &Limit{
 		Proto:   &rlsv3.RateLimitResponse_RateLimit{RequestsPerUnit: o.GetRequestsPerUnit(), Unit: unit},
 		Rule:    rule,
+		Domain:  domain,
 		divider: UnitSeconds(unit),
 	}
 	return Match{Limit: l, Rule: rule}

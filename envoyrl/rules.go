@@ -47,6 +47,11 @@ type Limit struct {
 	DetailedMetric bool
 	// Rule is the rule's path, domain.key_value.key…, the metrics label.
 	Rule string
+	// Domain is the domain the limit belongs to.
+	Domain string
+	// quotaMode is the file's quota_mode, shown by Dump; the service does
+	// not act on it.
+	quotaMode bool
 	// divider is the window length in seconds.
 	divider int64
 }
@@ -124,7 +129,19 @@ type yamlRoot struct {
 // key_value at one level, an invalid unit, a unit on an unlimited limit,
 // an empty or self-naming replaces entry, share_threshold without a
 // wildcard value.
-func Parse(files []File) (*Rules, error) {
+func Parse(files []File) (*Rules, error) { return ParseWith(files, ParseOptions{}) }
+
+// ParseOptions tune ParseWith.
+type ParseOptions struct {
+	// MergeDomains merges the files that name one domain into it, in file
+	// order, instead of refusing the second (envoyproxy/ratelimit's
+	// MERGE_DOMAIN_CONFIG): a key_value at one level of the domain may
+	// still be defined once only, across its files.
+	MergeDomains bool
+}
+
+// ParseWith is Parse with options.
+func ParseWith(files []File, o ParseOptions) (*Rules, error) {
 	r := &Rules{domains: map[string]*node{}}
 	for _, f := range files {
 		root, err := decodeFile(f)
@@ -134,17 +151,55 @@ func Parse(files []File) (*Rules, error) {
 		if root.Domain == "" {
 			return nil, &ConfigError{f.Name, "config file cannot have empty domain"}
 		}
-		if _, dup := r.domains[root.Domain]; dup {
+		d, dup := r.domains[root.Domain]
+		switch {
+		case dup && !o.MergeDomains:
 			return nil, &ConfigError{f.Name, fmt.Sprintf("duplicate domain '%s' in config file", root.Domain)}
+		case !dup:
+			d = &node{children: map[string]*node{}}
 		}
-		d := &node{children: map[string]*node{}}
-		if err := d.load(f.Name, root.Domain+".", root.Descriptors); err != nil {
+		if err := d.load(f.Name, root.Domain, root.Domain+".", root.Descriptors); err != nil {
 			return nil, err
 		}
 		r.domains[root.Domain] = d
 		r.files = append(r.files, f.Name)
 	}
 	return r, nil
+}
+
+// Limits returns every limit of the rules, unlimited ones included, in
+// the order of their Rule.
+func (r *Rules) Limits() []*Limit {
+	var out []*Limit
+	var walk func(n *node)
+	walk = func(n *node) {
+		if n.limit != nil {
+			out = append(out, n.limit)
+		}
+		for _, c := range n.children {
+			walk(c)
+		}
+	}
+	for _, d := range r.domains {
+		walk(d)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Rule < out[j].Rule })
+	return out
+}
+
+// Dump writes the rules in force as envoyproxy/ratelimit's /rlconfig
+// does, one line per limit, sorted:
+//
+//	domain.key_value: unit=HOUR requests_per_unit=3, shadow_mode: false, quota_mode: false
+//
+// An unlimited limit shows unit=UNKNOWN requests_per_unit=0.
+func (r *Rules) Dump() string {
+	var b strings.Builder
+	for _, l := range r.Limits() {
+		fmt.Fprintf(&b, "%s: unit=%s requests_per_unit=%d, shadow_mode: %t, quota_mode: %t\n",
+			l.Rule, l.Proto.GetUnit(), l.Proto.GetRequestsPerUnit(), l.ShadowMode, l.quotaMode)
+	}
+	return b.String()
 }
 
 // decodeFile decodes a file, then checks its keys and leaf types. The
@@ -237,7 +292,7 @@ func (w *keyWalk) checkValue(v *yaml.Node) error {
 	return nil
 }
 
-func (n *node) load(file, parentKey string, descriptors []yamlDescriptor) error {
+func (n *node) load(file, domain, parentKey string, descriptors []yamlDescriptor) error {
 	for _, dc := range descriptors {
 		if dc.Key == "" {
 			return &ConfigError{file, "descriptor has empty key"}
@@ -250,7 +305,7 @@ func (n *node) load(file, parentKey string, descriptors []yamlDescriptor) error 
 		if _, dup := n.children[finalKey]; dup {
 			return &ConfigError{file, fmt.Sprintf("duplicate descriptor composite key '%s'", path)}
 		}
-		limit, err := newLimit(file, path, dc)
+		limit, err := newLimit(file, domain, path, dc)
 		if err != nil {
 			return err
 		}
@@ -266,7 +321,7 @@ func (n *node) load(file, parentKey string, descriptors []yamlDescriptor) error 
 		if wildcard {
 			n.wildcardKeys = append(n.wildcardKeys, finalKey)
 		}
-		if err := child.load(file, path+".", dc.Descriptors); err != nil {
+		if err := child.load(file, domain, path+".", dc.Descriptors); err != nil {
 			return err
 		}
 		n.children[finalKey] = child
@@ -275,7 +330,7 @@ func (n *node) load(file, parentKey string, descriptors []yamlDescriptor) error 
 }
 
 // newLimit builds a descriptor's limit, nil when it has none.
-func newLimit(file, path string, dc yamlDescriptor) (*Limit, error) {
+func newLimit(file, domain, path string, dc yamlDescriptor) (*Limit, error) {
 	rl := dc.RateLimit
 	if rl == nil {
 		return nil, nil
@@ -294,6 +349,8 @@ func newLimit(file, path string, dc yamlDescriptor) (*Limit, error) {
 		Name:           rl.Name,
 		DetailedMetric: dc.DetailedMetric,
 		Rule:           path,
+		Domain:         domain,
+		quotaMode:      dc.QuotaMode,
 	}
 	if valid {
 		l.divider = UnitSeconds(unit)

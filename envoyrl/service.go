@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"sync/atomic"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -24,6 +26,11 @@ type Counter struct {
 	TTL time.Duration
 	// Count is set by the store: the counter's value after adding Hits.
 	Count uint64
+	// Limit is the counter's limit per window and End the end of its
+	// window (Unix seconds), for stores that lend a window's units ahead
+	// (redisstore's Options.LocalAllowance); other stores ignore them.
+	Limit uint64
+	End   int64
 }
 
 // Store holds fixed-window counters. Implementations are safe for
@@ -46,6 +53,44 @@ type Observer interface {
 	Descriptor(domain, rule, result string)
 	// StoreError reports a store that failed a decision.
 	StoreError(err error)
+}
+
+// LimitStats is what one counted descriptor adds to its limit's counters
+// in envoyproxy/ratelimit's statistics, counted in hits (hits_addend) as
+// its base limiter counts them: every hit in TotalHits; a descriptor
+// within its limit adds its hits to WithinLimit, and to NearLimit those
+// that take the count above the near-limit threshold (Options.
+// NearLimitRatio of the limit, rounded down); a descriptor over its limit
+// adds to OverLimit the hits past the limit (all of them when the count
+// was over already) and to NearLimit those between the threshold and the
+// limit; one answered from the local cache adds all its hits to OverLimit
+// and OverLimitWithLocalCache; a shadow_mode limit over its limit adds its
+// over-limit hits to ShadowMode too.
+type LimitStats struct {
+	TotalHits, WithinLimit, NearLimit, OverLimit, OverLimitWithLocalCache, ShadowMode uint64
+}
+
+// StatsObserver is an Observer that also receives envoyproxy/ratelimit's
+// statistics. Its methods are called outside every lock and must be safe
+// for concurrent use.
+type StatsObserver interface {
+	Observer
+	// Limit reports a counted descriptor's part of its limit's counters;
+	// rule is the metrics label Observer.Descriptor receives.
+	Limit(domain, rule string, st LimitStats)
+	// GlobalShadowMode reports an answer that Options.ShadowMode turned
+	// from OVER_LIMIT to OK.
+	GlobalShadowMode()
+	// BadRequest reports a request refused with ErrBadRequest.
+	BadRequest()
+}
+
+// ResponseHeaders names the rate limit headers the service asks Envoy to
+// add to the client's response (envoyproxy/ratelimit's
+// LIMIT_RESPONSE_HEADERS_ENABLED with LIMIT_LIMIT_HEADER,
+// LIMIT_REMAINING_HEADER and LIMIT_RESET_HEADER).
+type ResponseHeaders struct {
+	Limit, Remaining, Reset string
 }
 
 // Options tune a Service. The zero value behaves as envoyproxy/ratelimit's
@@ -76,6 +121,23 @@ type Options struct {
 	// together, what its counter key is made of; a longer one is refused
 	// with ErrBadRequest. Zero means no bound.
 	MaxKeyBytes int
+	// NearLimitRatio is the share of a limit past which admitted hits are
+	// near the limit in LimitStats (its NEAR_LIMIT_RATIO). Zero means 0.8,
+	// its default; a negative value means 0.
+	NearLimitRatio float64
+	// LocalCacheBytes, when positive, keeps the counters found over their
+	// limit in a local cache of about this many bytes (a key costs its
+	// length plus 112 bytes; a full cache forgets its oldest keys first),
+	// and answers them OVER_LIMIT without the store until their window
+	// ends (its LOCAL_CACHE_SIZE_IN_BYTES). The other descriptors of such
+	// a request are counted as usual, or, with
+	// StopIncrementWhenOverLimit, only read.
+	LocalCacheBytes int64
+	// ResponseHeaders, when set, adds the three headers to every answer
+	// with a limit: the limit, the remaining count and the seconds until
+	// the window resets, of the last descriptor over its limit or, when
+	// none is, of the one with the least remaining.
+	ResponseHeaders *ResponseHeaders
 }
 
 // ErrBadRequest marks a request the service refuses: an empty domain, no
@@ -98,6 +160,9 @@ type Service struct {
 	rules atomic.Pointer[Rules]
 	store Store
 	opts  Options
+	stats StatsObserver // Options.Observer when it is one
+	cache *overCache    // nil without LocalCacheBytes
+	ratio float32       // NearLimitRatio
 }
 
 // NewService returns a service over store with no rules: every descriptor
@@ -109,7 +174,14 @@ func NewService(store Store, opts Options) *Service {
 	if opts.KeyGrace == 0 {
 		opts.KeyGrace = time.Second
 	}
-	s := &Service{store: store, opts: opts}
+	s := &Service{store: store, opts: opts, cache: newOverCache(opts.LocalCacheBytes), ratio: 0.8}
+	s.stats, _ = opts.Observer.(StatsObserver)
+	switch {
+	case opts.NearLimitRatio > 0:
+		s.ratio = float32(opts.NearLimitRatio)
+	case opts.NearLimitRatio < 0:
+		s.ratio = 0
+	}
 	s.rules.Store(&Rules{domains: map[string]*node{}})
 	return s
 }
@@ -124,7 +196,10 @@ func (s *Service) Rules() *Rules { return s.rules.Load() }
 type decision struct {
 	match     Match
 	unlimited bool
-	counter   int // index in counters, -1 when not counted
+	counter   int    // index in counters, -1 when not counted
+	hits      uint64 // the hits asked for
+	end       int64  // the end of the counter's window, Unix seconds
+	local     bool   // over its limit in the local cache: not counted
 }
 
 // ShouldRateLimit decides a request. It fails with an error wrapping
@@ -132,6 +207,14 @@ type decision struct {
 // error unchanged when ctx ends first, and with a *StoreError when the
 // store fails, its own timeout included.
 func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	resp, err := s.shouldRateLimit(ctx, req)
+	if err != nil && s.stats != nil && errors.Is(err, ErrBadRequest) {
+		s.stats.BadRequest()
+	}
+	return resp, err
+}
+
+func (s *Service) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	if req.GetDomain() == "" {
 		return nil, fmt.Errorf("%w: rate limit domain must not be empty", ErrBadRequest)
 	}
@@ -147,7 +230,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		return nil, err
 	}
 	if len(counters) > 0 {
-		if err := s.count(ctx, decisions, counters); err != nil {
+		if err := s.count(ctx, decisions, counters, now.Unix()); err != nil {
 			if ctxErr := ctx.Err(); ctxErr != nil && errors.Is(err, ctxErr) {
 				return nil, ctxErr // the caller left: no store failure
 			}
@@ -226,10 +309,13 @@ func (s *Service) plan(req *rlsv3.RateLimitRequest, now int64) ([]decision, []Co
 		ds[i].counter = len(counters)
 		window := now / l.divider * l.divider
 		ttl := time.Duration(window+l.divider-now)*time.Second + s.opts.KeyGrace
+		ds[i].hits, ds[i].end = hitsAddend(req, d), window+l.divider
 		counters = append(counters, Counter{
-			Key:  s.counterKey(req.Domain, d, ds[i].match.Share, window),
-			Hits: hitsAddend(req, d),
-			TTL:  ttl,
+			Key:   s.counterKey(req.Domain, d, ds[i].match.Share, window),
+			Hits:  ds[i].hits,
+			TTL:   ttl,
+			Limit: uint64(l.Proto.RequestsPerUnit),
+			End:   ds[i].end,
 		})
 	}
 	return ds, counters, nil
@@ -269,10 +355,52 @@ func (s *Service) counterKey(domain string, d *rlv3.RateLimitDescriptor, share [
 	return string(b)
 }
 
-// count adds the hits; with StopIncrementWhenOverLimit it first reads the
-// counters and, when one would go over its limit, adds only to those that
-// would, leaving the others as they are.
-func (s *Service) count(ctx context.Context, ds []decision, counters []Counter) error {
+// count adds the hits, but to the counters the local cache holds over
+// their limit, which it leaves out (and with StopIncrementWhenOverLimit
+// the others are then only read).
+func (s *Service) count(ctx context.Context, ds []decision, counters []Counter, now int64) error {
+	if s.cache == nil {
+		return s.countStore(ctx, ds, counters)
+	}
+	var local []bool
+	for i := range ds {
+		if d := &ds[i]; d.counter >= 0 && s.cache.over(counters[d.counter].Key, now) {
+			if local == nil {
+				local = make([]bool, len(counters))
+			}
+			d.local, local[d.counter] = true, true
+		}
+	}
+	if local == nil {
+		return s.countStore(ctx, ds, counters)
+	}
+	rest := make([]Counter, 0, len(counters))
+	at := make([]int, 0, len(counters))
+	for i, c := range counters {
+		if local[i] {
+			continue
+		}
+		if s.opts.StopIncrementWhenOverLimit {
+			c.Hits = 0
+		}
+		rest, at = append(rest, c), append(at, i)
+	}
+	if len(rest) == 0 {
+		return nil
+	}
+	if err := s.store.Add(ctx, rest); err != nil {
+		return err
+	}
+	for j, i := range at {
+		counters[i].Count = rest[j].Count
+	}
+	return nil
+}
+
+// countStore adds the hits; with StopIncrementWhenOverLimit it first
+// reads the counters and, when one would go over its limit, adds only to
+// those that would, leaving the others as they are.
+func (s *Service) countStore(ctx context.Context, ds []decision, counters []Counter) error {
 	if !s.opts.StopIncrementWhenOverLimit {
 		return s.store.Add(ctx, counters)
 	}
@@ -308,20 +436,81 @@ func (s *Service) respond(req *rlsv3.RateLimitRequest, ds []decision, counters [
 		Statuses:    make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(ds)),
 	}
 	obs := s.opts.Observer
+	// The descriptor whose numbers the headers show: the last one over
+	// its limit, else the first with the least remaining.
+	var shown *rlsv3.RateLimitResponse_DescriptorStatus
+	least := uint32(math.MaxUint32)
 	for i, d := range ds {
 		st, result := s.status(d, counters, now)
 		resp.Statuses[i] = st
+		if st.CurrentLimit != nil && st.LimitRemaining < least {
+			shown, least = st, st.LimitRemaining
+		}
 		if st.Code == rlsv3.RateLimitResponse_OVER_LIMIT {
 			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+			shown, least = st, 0
 		}
 		if obs != nil {
 			obs.Descriptor(req.Domain, d.match.Rule, result)
 		}
+		if s.stats != nil && d.counter >= 0 {
+			s.stats.Limit(req.Domain, d.match.Rule, s.limitStats(d, counters))
+		}
 	}
-	if s.opts.ShadowMode {
+	if h := s.opts.ResponseHeaders; h != nil && shown != nil {
+		l := shown.CurrentLimit
+		resp.ResponseHeadersToAdd = []*corev3.HeaderValue{
+			{Key: h.Limit, Value: strconv.FormatUint(uint64(l.RequestsPerUnit), 10)},
+			{Key: h.Remaining, Value: strconv.FormatUint(uint64(shown.LimitRemaining), 10)},
+			{Key: h.Reset, Value: strconv.FormatInt(shown.DurationUntilReset.GetSeconds(), 10)},
+		}
+	}
+	if s.opts.ShadowMode && resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT {
 		resp.OverallCode = rlsv3.RateLimitResponse_OK
+		if s.stats != nil {
+			s.stats.GlobalShadowMode()
+		}
 	}
 	return resp
+}
+
+// limitStats is a counted descriptor's LimitStats.
+func (s *Service) limitStats(d decision, counters []Counter) LimitStats {
+	hits := d.hits
+	st := LimitStats{TotalHits: hits}
+	shadow := d.match.Limit.ShadowMode
+	if d.local {
+		st.OverLimit, st.OverLimitWithLocalCache = hits, hits
+		if shadow {
+			st.ShadowMode = hits
+		}
+		return st
+	}
+	limit := uint64(d.match.Limit.Proto.RequestsPerUnit)
+	near := min(uint64(math.Floor(float64(float32(limit)*s.ratio))), limit)
+	after := counters[d.counter].Count
+	before := after - min(hits, after)
+	if after > limit {
+		if before >= limit {
+			st.OverLimit = hits
+		} else {
+			st.OverLimit = after - limit
+			st.NearLimit = limit - max(near, before)
+		}
+		if shadow {
+			st.ShadowMode = st.OverLimit
+		}
+		return st
+	}
+	if after > near {
+		if before >= near {
+			st.NearLimit = hits
+		} else {
+			st.NearLimit = after - near
+		}
+	}
+	st.WithinLimit = hits
+	return st
 }
 
 // status is one descriptor's answer and its metrics result.
@@ -340,9 +529,12 @@ func (s *Service) status(d decision, counters []Counter, now int64) (*rlsv3.Rate
 		CurrentLimit:       l.Proto,
 		DurationUntilReset: &durationpb.Duration{Seconds: l.divider - now%l.divider},
 	}
-	if after <= limit {
+	if !d.local && after <= limit {
 		st.LimitRemaining = uint32(limit - after)
 		return st, "ok"
+	}
+	if !d.local && s.cache != nil {
+		s.cache.add(counters[d.counter].Key, d.end)
 	}
 	if l.ShadowMode {
 		return st, "shadow_over_limit"

@@ -24,6 +24,8 @@ var checks = []struct {
 	{"docker-compose.yaml", checkCompose},
 	{"k8s/kustomization.yaml", checkKustomization},
 	{"k8s/*.yaml", checkManifests},
+	{"swap/deployment.yaml", checkSwapDeployment},
+	{"swap/configmap.yaml", checkSwapConfigMap},
 	{"prometheus/*_test.yaml", checkPromRuleTests},
 	{"prometheus/*.yaml", checkPromRules},
 	{"grafana/*.json", checkDashboard},

@@ -2,8 +2,8 @@
 // single server or a Redis Cluster, through go-redis v9.
 //
 // Counters are named as envoyproxy/ratelimit names them, and each lives
-// until the end of its window plus a grace (envoyrl.Options.KeyGrace), not
-// the window plus up to 300 s of jitter.
+// until the end of its window plus a grace (envoyrl.Options.KeyGrace),
+// plus a random jitter when Options.ExpirationJitter is set.
 //
 // Decisions that arrive together share round trips: a few workers each take
 // whatever decisions are waiting, add up the hits per counter, and send one
@@ -21,12 +21,18 @@
 // most Workers batches of MaxBatch counters, are counted when the server
 // reads them, although their callers were answered with their context's
 // error.
+//
+// With Options.LocalAllowance, a counter decided often at a store takes
+// several of its window's units in one call and spends them locally; the
+// counter includes them, so what all stores admit in a window stays within
+// the limit (DESIGN-allowances.md).
 package redisstore
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -75,6 +81,24 @@ type Options struct {
 	Workers int
 	// MaxBatch caps the counters one batch carries; default 512.
 	MaxBatch int
+	// ExpirationJitter, when positive, adds a random 0 to ExpirationJitter
+	// (whole milliseconds) to the expiry of each counter the store creates,
+	// so that counters created together do not expire together
+	// (envoyproxy/ratelimit's EXPIRATION_JITTER_MAX_SECONDS). Default 0.
+	ExpirationJitter time.Duration
+	// LocalAllowance lets a counter decided often at this store take
+	// several of its window's units in one call and spend them here; the
+	// counter includes them, so the sum admitted across stores stays
+	// within the limit (DESIGN-allowances.md). Off by default.
+	LocalAllowance bool
+	// AllowancePeriod is the span an allowance is sized to last and the
+	// sweep's interval; default 250ms.
+	AllowancePeriod time.Duration
+	// MaxAllowances caps the descriptors tracked for allowances; beyond
+	// it, counters take the one-trip path. Default 4096.
+	MaxAllowances int
+	// Now is the allowances' clock; time.Now by default.
+	Now func() time.Time
 }
 
 // Store is an envoyrl.Store on Redis. It is safe for concurrent use; Close
@@ -83,6 +107,7 @@ type Store struct {
 	client   redis.UniversalClient
 	cluster  bool
 	maxBatch int
+	jitter   int64 // ExpirationJitter in milliseconds
 	calls    chan *call
 	stop     chan struct{}
 
@@ -90,6 +115,7 @@ type Store struct {
 	known   map[string]int64 // counter -> Unix ms it expires; guarded by knownMu
 	wg      sync.WaitGroup
 	once    sync.Once
+	lend    *lender // nil unless Options.LocalAllowance
 }
 
 // call is one Add waiting for its batch. The worker owns items until it
@@ -149,9 +175,13 @@ func New(client redis.UniversalClient, opts Options) *Store {
 		client:   client,
 		cluster:  cluster,
 		maxBatch: opts.MaxBatch,
+		jitter:   max(opts.ExpirationJitter.Milliseconds(), 0),
 		calls:    make(chan *call, 4*opts.MaxBatch),
 		stop:     make(chan struct{}),
 		known:    map[string]int64{},
+	}
+	if opts.LocalAllowance {
+		s.lend = newLender(s, opts)
 	}
 	s.wg.Add(opts.Workers)
 	for range opts.Workers {
@@ -163,15 +193,33 @@ func New(client redis.UniversalClient, opts Options) *Store {
 // ErrClosed is returned by a store after Close.
 var ErrClosed = errors.New("redisstore: closed")
 
-// Close stops the workers after the batches in flight; it is idempotent.
+// Close gives back the units of the store's allowances (for at most
+// closeTimeout), then stops the workers after the batches in flight; it is
+// idempotent.
 func (s *Store) Close() error {
+	if s.lend != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+		s.lend.close(ctx)
+		cancel()
+	}
 	s.once.Do(func() { close(s.stop) })
 	s.wg.Wait()
 	return nil
 }
 
+// closeTimeout bounds the give-backs of Close.
+const closeTimeout = 2 * time.Second
+
 // Add implements envoyrl.Store.
 func (s *Store) Add(ctx context.Context, counters []envoyrl.Counter) error {
+	if s.lend != nil {
+		return s.lend.add(ctx, counters, s.add)
+	}
+	return s.add(ctx, counters)
+}
+
+// add counts on the one-trip path: batched INCRBYs.
+func (s *Store) add(ctx context.Context, counters []envoyrl.Counter) error {
 	if err := ctx.Err(); err != nil {
 		return err // not queued: a call that has ended spends nothing
 	}
@@ -219,8 +267,17 @@ func (s *Store) Add(ctx context.Context, counters []envoyrl.Counter) error {
 }
 
 // Get implements envoyrl.Store with one pipeline of GETs. It returns when
-// ctx ends, whatever the client's own timeouts.
+// ctx ends, whatever the client's own timeouts. A counter this store holds
+// units of reads as its value less the units held.
 func (s *Store) Get(ctx context.Context, counters []envoyrl.Counter) error {
+	if s.lend != nil {
+		return s.lend.get(ctx, counters, s.getPlain)
+	}
+	return s.getPlain(ctx, counters)
+}
+
+// getPlain reads every counter from Redis.
+func (s *Store) getPlain(ctx context.Context, counters []envoyrl.Counter) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -447,9 +504,23 @@ func (w *worker) plan(batch []*call) {
 			g.args = append(g.args, w.total[k])
 		}
 		for _, k := range g.at {
+			if j := w.s.jitter; j > 0 {
+				g.args = append(g.args, jittered(ttls[k], j))
+				continue
+			}
 			g.args = append(g.args, w.box(ttls[k]))
 		}
 	}
+}
+
+// jittered adds 0 to jitter milliseconds at random to an expiry argument,
+// keeping its sign (see guess).
+func jittered(ms, jitter int64) int64 {
+	j := rand.Int64N(jitter + 1)
+	if ms < 0 {
+		return ms - j
+	}
+	return ms + j
 }
 
 // box returns ms as a script argument, converting each value once: the

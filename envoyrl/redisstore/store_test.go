@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -52,7 +53,9 @@ func newService(t *testing.T, c redis.UniversalClient, opts envoyrl.Options) (*e
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := redisstore.New(c, redisstore.Options{})
+	// REDISSTORE_TEST_LOCAL_ALLOWANCE=true runs these tests with local
+	// allowances on.
+	st := redisstore.New(c, redisstore.Options{LocalAllowance: os.Getenv("REDISSTORE_TEST_LOCAL_ALLOWANCE") == "true"})
 	t.Cleanup(func() { st.Close() })
 	opts.KeyPrefix = "test-" + uuid.NewString() + "_"
 	s := envoyrl.NewService(st, opts)

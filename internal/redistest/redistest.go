@@ -9,6 +9,7 @@ package redistest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -175,17 +176,23 @@ func (s *Server) run(t testing.TB) bool {
 	return false
 }
 
+// waitPing waits until the server at addr answers PING; an error reply (a
+// server with requirepass answers NOAUTH) counts as an answer.
 func waitPing(addr string, within time.Duration) bool {
 	c := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: 200 * time.Millisecond, MaxRetries: -1})
 	defer c.Close()
 	deadline := time.Now().Add(within)
-	for c.Ping(context.Background()).Err() != nil {
+	for {
+		err := c.Ping(context.Background()).Err()
+		var reply redis.Error
+		if err == nil || errors.As(err, &reply) {
+			return true
+		}
 		if time.Now().After(deadline) {
 			return false
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return true
 }
 
 // StartCluster starts a Redis Cluster of n masters (no replicas), each its

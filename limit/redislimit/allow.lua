@@ -88,6 +88,10 @@ for i = 1, #KEYS do
           end
         end
         if #items > 0 then st.tail = ' L ' .. table.concat(items, ' ') end
+      elseif tail and alg == 3 then
+        -- A fixed window's lent units are in its count: the ledger only
+        -- goes along while the window lasts (leases end with it).
+        st.wtail, st.wid = ' L ' .. tail, st.a
       end
     end
     states[key] = st
@@ -111,6 +115,7 @@ for i = 1, #KEYS do
         count = math.min(count + cost, idiv(2 ^ 50, w))
         st.a, st.b = id, count
         st.val = string.format('%d %d', id, count)
+        if st.wtail and id == st.wid then st.val = st.val .. st.wtail end
         st.px = math.max(1, idiv(e - now + 999, 1000)) + slack
       end
     end

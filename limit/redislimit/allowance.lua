@@ -1,12 +1,18 @@
 -- Lends allowances out of one key's token bucket or GCRA state (see
--- DESIGN-allowances.md, section 2.4). Not yet used by the store's decisions.
+-- DESIGN-allowances.md, section 2.4).
 --
 -- KEYS[1] is the state key. ARGV[1] is one string of integers:
---   op alg limit n p w now seq used spent_at want lease
+--   op alg limit n p w now seq used spent_at want lease [need held]
 -- op: 1 take or renew, 2 return. alg: 1 token bucket, 2 gcra. now: µs, or
 -- -1 for the server's TIME. seq: the holder's lease (0: none). used: units
 -- spent under it since the last report; spent_at: a time at or after the
 -- last of those spends (-1: now). want: units asked for. lease: µs.
+-- need: the cost of the decision waiting for this call (0: none): when the
+-- holder's remainder and the grant cannot cover it, nothing is granted, the
+-- remainder is given back, and the answer is the one-trip denial of that
+-- cost (its retry time measured for need or want, whichever is larger).
+-- held: the holder's remainder when it sent the call (-1: not known); the
+-- lease is cut to it, the rest given back.
 -- ARGV[2] is the holder's id (no spaces or colons).
 --
 -- The state is "<a> <b>" as in limit.lua, followed, while anything is lent,
@@ -15,7 +21,8 @@
 -- (charged at min(now, spent_at)), returned (removed) or its lease ends
 -- (charged at the lease end).
 --
--- The answer: "granted seq lease_us holders retry_us remaining reset_us now".
+-- The answer: "granted seq lease_us holders retry_us remaining reset_us now
+-- matched", matched 1 when the holder's lease seq was live.
 
 local TB = 1
 
@@ -35,6 +42,7 @@ local spec = {}
 for x in string.gmatch(ARGV[1], '%S+') do spec[#spec + 1] = tonumber(x) end
 local op, alg, limit, n, p = spec[1], spec[2], spec[3], spec[4], spec[5]
 local now, seq, used, spent_at, want, lease = spec[7], spec[8], spec[9], spec[10], spec[11], spec[12]
+local need, held = spec[13] or 0, spec[14] or -1
 local holder = ARGV[2]
 local cap = limit * p
 local slack = 3600000
@@ -99,13 +107,25 @@ local mine
 for _, it in ipairs(ledger) do
   if it.h == holder and it.s == seq and seq > 0 then mine = it end
 end
+local matched = 0
+if mine then matched = 1 end
 if mine then
   local u = math.min(used, mine.amt)
   local t = now
   if spent_at >= 0 and spent_at < now then t = spent_at end
   charge(u, t)
   mine.amt = mine.amt - u
+  if held >= 0 and held < mine.amt then mine.amt = held end
   if op == 2 then mine.amt = 0 end
+elseif seq > 0 and used > 0 then
+  -- A report on a lease this state does not hold, from a holder that
+  -- believes it live: the state was lost (Redis restarted empty) or the
+  -- answer to its last renewal was. Charge the spends now: in the first
+  -- case this state knows them from here on, in the second they count
+  -- twice (a loss, never an over-admission).
+  local t = now
+  if spent_at >= 0 and spent_at < now then t = spent_at end
+  charge(used, t)
 end
 
 local lent = 0
@@ -113,13 +133,27 @@ for _, it in ipairs(ledger) do lent = lent + it.amt end
 
 local d = debt(now)
 local granted, retry, newseq, lease_us = 0, 0, 0, 0
-if op == 1 and want > 0 then
-  local avail = cap - d - lent * p
-  if avail > 0 then granted = math.min(want, idiv(avail, p)) end
-  if granted < want then
-    local w = want - granted
-    if w > limit then w = 1 end
-    retry = cdiv(d + (lent + granted + w) * p - cap, n)
+local own = 0
+if mine then own = mine.amt end
+if op == 1 then
+  local avail = math.max(0, idiv(cap - d - lent * p, p))
+  if need > 0 and avail + own < need then
+    -- The decision cannot be met: give the remainder back and answer as
+    -- a one-trip decision would, with what the others hold.
+    if mine then
+      mine.amt = 0
+      lent = lent - own
+    end
+    local w = math.min(math.max(need, want), limit)
+    retry = cdiv(d + (lent + w) * p - cap, n)
+  else
+    local ask = math.max(want, need - own)
+    granted = math.min(ask, avail)
+    if granted < want then
+      local w = want - granted
+      if w > limit then w = 1 end
+      retry = cdiv(d + (lent + granted + w) * p - cap, n)
+    end
   end
   if granted > 0 or (mine and mine.amt > 0) then
     if not mine then
@@ -169,5 +203,5 @@ else
 end
 
 local remaining = math.max(0, idiv(cap - d - lent * p, p))
-return string.format('%d %d %d %d %d %d %d %d', granted, newseq, lease_us, holders, retry,
-  remaining, cdiv(d + lent * p, n), now)
+return string.format('%d %d %d %d %d %d %d %d %d', granted, newseq, lease_us, holders, retry,
+  remaining, cdiv(d + lent * p, n), now, matched)

@@ -6,67 +6,165 @@ import (
 	"encoding/base32"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/costwise/batcher/limit"
 )
 
 // Local allowances (Options.LocalAllowance; DESIGN-allowances.md): a token
-// bucket or GCRA key decided often at this store spends from units taken
-// out of its Redis state in one script call, which records them as lent.
+// bucket, GCRA, fixed or sliding window key decided often at this store
+// spends from units taken out of its Redis state in one script call, which
+// records them as lent.
+// A key is lent only once it has been busy (hotThreshold decisions in a
+// period of half a lease) for warmPeriods periods in a row; until then,
+// and for every other key, decisions take the one-trip path unchanged.
 
 const (
 	defaultAllowanceLease = 500 * time.Millisecond
-	hotThreshold          = 4     // decisions in one period that make a key hot
-	maxSeen               = 65536 // cold keys counted per period
+	hotThreshold          = 4     // decisions in one period that make it busy
+	warmPeriods           = 4     // busy periods in a row before a key is lent
+	maxHeat               = 65536 // keys whose heat is tracked at once
 	defaultMaxAllowances  = 4096
+	shardCount            = 32
+	nudgeQueue            = 1024
+	closeWorkers          = 8
 )
+
+// AllowanceStats counts a store's local allowances and what its decisions
+// cost in Redis calls, since New.
+type AllowanceStats struct {
+	// Lent is the units granted to this store.
+	Lent int64
+	// Returned is the units this store gave back unspent: cooled keys,
+	// Close, AllowAll/CountAll/Settle/Reset on a held key, and decisions
+	// that the remainder and the state together could not meet.
+	Returned int64
+	// Expired is the units this store held when their lease ended before
+	// a renewal reached Redis: the shared state counts them spent at the
+	// lease end. This is the capacity lost to allowances.
+	Expired int64
+	// Renewals is the allowance script's takes and renewals, Background
+	// those sent by the store's renewal goroutine rather than a decision.
+	Renewals, Background int64
+	// Local is the decisions answered from an allowance, allowed or
+	// refused; Remote those that took the one-trip path.
+	Local, Remote int64
+	// Commands is the script calls this store sent to Redis: decisions,
+	// batches of decisions, allowance takes, renewals and returns.
+	Commands int64
+}
+
+// counters are the atomic counts behind AllowanceStats.
+type counters struct {
+	lent, returned, expired, renewals, background, local, remote, commands atomic.Int64
+}
+
+// AllowanceStats returns the store's counts (see AllowanceStats). Without
+// LocalAllowance only Remote and Commands move.
+func (s *Store) AllowanceStats() AllowanceStats {
+	c := &s.stats
+	return AllowanceStats{Lent: c.lent.Load(), Returned: c.returned.Load(), Expired: c.expired.Load(),
+		Renewals: c.renewals.Load(), Background: c.background.Load(), Local: c.local.Load(),
+		Remote: c.remote.Load(), Commands: c.commands.Load()}
+}
 
 // allowances are a store's local allowances.
 type allowances struct {
 	s      *Store
+	stats  *counters
 	holder string
 	lease  time.Duration
-	max    int
+	period time.Duration // half a lease: the renewal period
+	max    int64
 
-	mu     sync.Mutex
-	recs   map[string]*allowance // by Redis key
-	seen   map[string]int32      // decisions per cold key in this period
-	period time.Time
-	closed bool
+	count  atomic.Int64 // records
+	closed atomic.Bool
+	shards [shardCount]allowShard
+	nudge  chan *allowance // records whose remainder ran low
 	stop   chan struct{}
-	done   chan struct{}
+
+	// The renewal goroutine runs while the store has allowances.
+	runMu   sync.Mutex
+	running bool
+	wg      sync.WaitGroup
+}
+
+type allowShard struct {
+	mu   sync.Mutex
+	recs map[string]*allowance // by Redis key
+	heat map[string]heat       // keys without a record
+}
+
+// heat is how busy a key without an allowance has been, by period.
+type heat struct {
+	idx                 int64 // the period, counted from the Unix epoch
+	cost, prevCost      int64 // cost decided in it and in the one before
+	count, prev, streak int32 // decisions in it and in the one before; busy periods before it
 }
 
 // allowance is one key's allowance at this store.
 type allowance struct {
 	mu        sync.Mutex
-	key       string
+	rk, key   string
 	p         limit.Policy
 	closed    bool
 	seq       int64     // the lease; 0 for none
 	remaining int64     // units left to spend
 	used      int64     // units spent since the last report
 	deadline  time.Time // local; nothing is spent at or after it
-	sent      time.Time // local time the last call was sent
+	sent      time.Time // local time the last answered call was sent
 	server    int64     // the server's time of that call, µs
 	lastSpend time.Time
 	lastUse   time.Time
-	decisions int64 // since the last call, for the rate
+	demand    int64     // cost decided since rateAt, allowed or refused
+	rateAt    time.Time // start of the current rate sample
+	rate      float64   // cost per second decided here, smoothed
 	holders   int64
-	notBefore time.Time // local refusals until then
-	srvRemain int64     // what the last call said remains in Redis
+	notBefore time.Time // local refusals of costs up to nbUnits until then
+	nbUnits   int64     // the units Redis will have for this store at notBefore
+	nextTake  time.Time // the renewal goroutine asks for more only from then
+	srvRemain int64     // what the last call said is left in Redis
 	reset     time.Duration
+	flight    chan struct{} // closed when the call in flight is answered
+	nudged    bool
 }
 
 func newAllowances(s *Store, lease time.Duration, max int) *allowances {
 	var id [7]byte
 	_, _ = rand.Read(id[:]) // never fails (crypto/rand)
-	a := &allowances{s: s, holder: base32.HexEncoding.WithPadding(base32.NoPadding).EncodeToString(id[:]),
-		lease: lease, max: max, recs: map[string]*allowance{}, seen: map[string]int32{},
-		stop: make(chan struct{}), done: make(chan struct{})}
-	go a.sweep()
+	a := &allowances{s: s, stats: &s.stats, holder: base32.HexEncoding.WithPadding(base32.NoPadding).EncodeToString(id[:]),
+		lease: lease, period: lease / 2, max: int64(max), nudge: make(chan *allowance, nudgeQueue),
+		stop: make(chan struct{})}
+	for i := range a.shards {
+		a.shards[i].recs = map[string]*allowance{}
+		a.shards[i].heat = map[string]heat{}
+	}
 	return a
+}
+
+// start starts the renewal goroutine unless it runs or the store closed.
+func (a *allowances) start() {
+	a.runMu.Lock()
+	defer a.runMu.Unlock()
+	if a.running || a.closed.Load() {
+		return
+	}
+	a.running = true
+	a.wg.Add(1)
+	go a.run()
+}
+
+// idle stops the renewal goroutine (reporting true) if the store holds no
+// allowance.
+func (a *allowances) idle() bool {
+	a.runMu.Lock()
+	defer a.runMu.Unlock()
+	if a.count.Load() > 0 {
+		return false
+	}
+	a.running = false
+	return true
 }
 
 func (a *allowances) now() time.Time {
@@ -76,108 +174,336 @@ func (a *allowances) now() time.Time {
 	return time.Now()
 }
 
-// get returns key's allowance, making one when the key has become hot, or
-// nil: the decision takes the one-trip path.
-func (a *allowances) get(rk, key string, p limit.Policy) *allowance {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.closed {
-		return nil
+func (a *allowances) shard(rk string) *allowShard {
+	h := uint32(2166136261)
+	for i := 0; i < len(rk); i++ {
+		h = (h ^ uint32(rk[i])) * 16777619
 	}
-	if r := a.recs[rk]; r != nil {
+	return &a.shards[h%shardCount]
+}
+
+// get returns key's allowance under rk, making one when the key has become
+// hot, or nil: the decision takes the one-trip path. Only decisions
+// answered count towards heat (see warm): calls that gave up, on a frozen
+// or unreachable server, never make a key hot.
+func (a *allowances) get(rk, key string, p limit.Policy) *allowance {
+	sh := a.shard(rk)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if r := sh.recs[rk]; r != nil {
 		return r
 	}
-	now := a.now()
-	if now.Sub(a.period) >= a.lease/2 || len(a.seen) >= maxSeen {
-		clear(a.seen)
-		a.period = now
-	}
-	a.seen[rk]++
-	if a.seen[rk] < hotThreshold || len(a.recs) >= a.max {
+	if a.closed.Load() {
 		return nil
 	}
-	delete(a.seen, rk)
-	r := &allowance{key: key, p: p, lastUse: now}
-	a.recs[rk] = r
+	h, ok := sh.heat[rk]
+	if !ok {
+		return nil
+	}
+	now := a.now()
+	h.roll(now.UnixNano() / int64(a.period))
+	if h.streak < warmPeriods || a.count.Load() >= a.max {
+		sh.heat[rk] = h
+		return nil
+	}
+	delete(sh.heat, rk)
+	r := &allowance{rk: rk, key: key, p: p, lastUse: now, rateAt: now,
+		rate: float64(h.prevCost) / a.period.Seconds()}
+	sh.recs[rk] = r
+	a.count.Add(1)
+	a.start()
 	return r
+}
+
+// warm counts a decision of cost on rk answered by the one-trip path.
+func (a *allowances) warm(rk string, cost int64) {
+	sh := a.shard(rk)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.recs[rk] != nil || a.closed.Load() {
+		return
+	}
+	idx := a.now().UnixNano() / int64(a.period)
+	h, ok := sh.heat[rk]
+	if !ok && len(sh.heat) >= maxHeat/shardCount {
+		prune(sh, idx)
+	}
+	if !ok {
+		h.idx = idx
+	}
+	h.roll(idx)
+	h.count++
+	h.cost += cost
+	sh.heat[rk] = h
+}
+
+// roll moves h to period idx: a streak goes on when the period before was
+// busy and directly precedes idx.
+func (h *heat) roll(idx int64) {
+	if idx <= h.idx {
+		return
+	}
+	if idx == h.idx+1 && h.count >= hotThreshold {
+		h.streak++
+		h.prev, h.prevCost = h.count, h.cost
+	} else {
+		h.streak, h.prev, h.prevCost = 0, 0, 0
+	}
+	h.idx, h.count, h.cost = idx, 0, 0
+}
+
+// prune forgets the heat of keys not decided in this period or the last.
+func prune(sh *allowShard, idx int64) {
+	for k, h := range sh.heat {
+		if h.idx < idx-1 {
+			delete(sh.heat, k)
+		}
+	}
+	if len(sh.heat) >= maxHeat/shardCount {
+		clear(sh.heat)
+	}
 }
 
 // decide decides cost from r; ok false sends the decision on the one-trip
 // path.
-func (a *allowances) decide(ctx context.Context, r *allowance, cost int64) (dec limit.Decision, ok bool) {
+func (a *allowances) decide(ctx context.Context, r *allowance, p limit.Policy, cost int64) (dec limit.Decision, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.closed || cost > r.p.Limit {
-		return limit.Decision{}, false
-	}
-	now := a.now()
-	r.lastUse = now
-	r.decisions++
-	if !now.Before(r.deadline) {
-		r.remaining = 0 // the lease may have ended in Redis: spend nothing more
-	}
-	if r.remaining < cost {
-		if now.Before(r.notBefore) {
+	for {
+		if r.closed || cost > r.p.Limit || p != r.p {
+			return limit.Decision{}, false
+		}
+		now := a.now()
+		r.lastUse = now
+		a.expire(r, now)
+		if r.remaining >= cost {
+			r.demand += cost
+			r.remaining -= cost
+			r.used += cost
+			r.lastSpend = now
+			a.stats.local.Add(1)
+			if !r.nudged && r.flight == nil && r.remaining*4 < a.target(r) {
+				r.nudged = true
+				select {
+				case a.nudge <- r:
+				default:
+					r.nudged = false
+				}
+			}
+			return r.decision(true, 0), true
+		}
+		if cost <= r.nbUnits && now.Before(r.notBefore) {
+			r.demand += cost
+			a.stats.local.Add(1)
 			return r.decision(false, r.notBefore.Sub(now)), true
 		}
-		if err := a.call(ctx, r, lendTake, now, cost); err != nil {
-			return limit.Decision{}, false // the one-trip path, and its failure policy
+		if ch := r.flight; ch != nil {
+			// A call is in flight: its answer may bring the units.
+			r.mu.Unlock()
+			select {
+			case <-ch:
+			case <-ctx.Done():
+			}
+			r.mu.Lock()
+			if ctx.Err() != nil {
+				return limit.Decision{}, false // the one-trip path answers with ctx's error
+			}
+			continue
 		}
-		if r.remaining < cost {
-			return r.decision(false, r.notBefore.Sub(now)), true
+		if left, ok := a.windowLeft(r, now); ok && left < a.lease/4 {
+			// Too little of the window is left for a lease to pay.
+			return limit.Decision{}, false
 		}
+		r.demand += cost
+		// Ask Redis for what the remainder lacks, the remainder itself
+		// set aside: if the two cannot meet cost, it goes back and the
+		// answer is the one-trip denial.
+		held := r.remaining
+		r.remaining = 0
+		req := a.request(r, now, cost, held)
+		res, err := a.call(ctx, r, req)
+		if err != nil {
+			// The call may have been applied: what was held may be gone.
+			a.stats.expired.Add(held)
+			return limit.Decision{}, false
+		}
+		a.stats.renewals.Add(1)
+		a.apply(r, req, res, now, held)
+		if r.remaining >= cost {
+			r.demand -= cost // counted again by the spend
+			continue
+		}
+		if res.retry <= 0 {
+			return limit.Decision{}, false
+		}
+		// Redis answered for the larger of cost and what was asked for:
+		// that many are free for this store at the retry time, unless
+		// others spend them first.
+		r.notBefore, r.nbUnits = now.Add(res.retry), min(max(cost, req.want), r.p.Limit)
+		a.stats.local.Add(1)
+		return r.decision(false, res.retry), true
 	}
-	r.remaining -= cost
-	r.used += cost
-	r.lastSpend = now
-	return r.decision(true, 0), true
+}
+
+// expire drops what r holds once its local deadline has passed: the lease
+// may have ended in Redis, which then counts the units spent. Unless a
+// call is in flight (its answer settles the lease), r forgets the lease
+// and its unreported spends too: the lease is charged in full at its end,
+// and a report sent now on a lease that has ended would be charged again.
+func (a *allowances) expire(r *allowance, now time.Time) {
+	if now.Before(r.deadline) {
+		return
+	}
+	if r.remaining > 0 {
+		a.stats.expired.Add(r.remaining)
+		r.remaining = 0
+	}
+	if r.flight == nil {
+		r.seq, r.used = 0, 0
+	}
+}
+
+// target is how many units r should hold after a renewal: what this store
+// decides on the key in a renewal period and a quarter, at most its share of
+// half the limit among the key's holders; 0 while nothing is decided.
+func (a *allowances) target(r *allowance) int64 {
+	t := int64(math.Ceil(r.rate * a.period.Seconds() * 1.25))
+	return min(t, r.p.Limit/(2*max(r.holders, 1)))
 }
 
 func (r *allowance) decision(allowed bool, retry time.Duration) limit.Decision {
 	d := limit.Decision{Allowed: allowed, Limit: r.p.Limit, Remaining: r.remaining + r.srvRemain,
 		ResetAfter: r.reset, Policy: r.p.Name}
 	if !allowed {
+		d.Remaining = r.srvRemain
 		d.Reason, d.RetryAfter = limit.ReasonLimited, max(retry, time.Microsecond)
 	}
 	return d
 }
 
-// call runs the allowance script for r (held locked): a renewal asking for
-// at least cost units, or a return.
-func (a *allowances) call(ctx context.Context, r *allowance, op int, now time.Time, cost int64) error {
+// call is a request of r in flight: sent with r.mu held, which it releases
+// while it waits for Redis (decisions spend the remainder meanwhile, or
+// wait for this answer) and takes again.
+type call struct {
+	lendRequest
+	at time.Time // local send time
+}
+
+// request prepares a take or renewal of r (held locked) at now: need is the
+// cost of the decision waiting for it (0 for a renewal), held the remainder
+// the call may keep. It updates r's rate.
+func (a *allowances) request(r *allowance, now time.Time, need, held int64) call {
 	spentAt := int64(-1)
 	if r.used > 0 && r.seq != 0 {
-		spentAt = r.server + r.lastSpend.Sub(r.sent).Microseconds() + 1
-	}
-	want := int64(0)
-	if op == lendTake {
-		rate := float64(r.decisions) / max(now.Sub(r.sent).Seconds(), 1e-3)
-		if r.sent.IsZero() {
-			rate = float64(hotThreshold) / (a.lease / 2).Seconds()
+		if a.s.clock != nil {
+			// The scripts decide at the clock's µs: a spend is dated as
+			// a one-trip decision at the same time would be.
+			spentAt = r.lastSpend.UnixMicro()
+		} else {
+			// The server decided the last call after it was sent, so
+			// this is at or after the spend's server time.
+			spentAt = r.server + ceilMicros(r.lastSpend.Sub(r.sent)) + 1
 		}
-		want = int64(math.Ceil(rate * (a.lease / 2).Seconds() * 1.25))
-		share := r.p.Limit / (2 * max(r.holders, 1))
-		want = max(min(want, share), cost, 1)
 	}
-	res, err := a.s.lend(ctx, r.key, r.p, lendRequest{op: op, holder: a.holder, seq: r.seq, used: r.used,
-		spentAt: spentAt, want: want, lease: a.lease})
-	if err != nil {
-		return err
+	if el := now.Sub(r.rateAt); el >= a.period/8 {
+		r.rate = (r.rate + float64(r.demand)/el.Seconds()) / 2
+		r.demand, r.rateAt = 0, now
+	} else if el < 0 {
+		r.rateAt = now // the clock went back
 	}
-	r.used, r.decisions, r.sent, r.server = 0, 0, now, res.now
-	r.seq, r.holders, r.srvRemain, r.reset = res.seq, res.holders, res.remaining, res.reset
-	if res.seq == 0 || op == lendReturn {
-		r.remaining, r.seq = 0, 0
+	want := max(a.target(r)-held, 0)
+	if left, ok := a.windowLeft(r, now); ok {
+		// Units out at the window's end are forfeit.
+		want = min(want, int64(math.Ceil(r.rate*left.Seconds())))
+	}
+	return call{lendRequest: lendRequest{op: lendTake, holder: a.holder, seq: r.seq, used: r.used,
+		spentAt: spentAt, want: want, lease: a.lease, need: need, held: held}, at: now}
+}
+
+func ceilMicros(d time.Duration) int64 {
+	return int64((d + time.Microsecond - 1) / time.Microsecond)
+}
+
+// call sends req for r, held locked; r.mu is released while Redis answers.
+func (a *allowances) call(ctx context.Context, r *allowance, req call) (lendResult, error) {
+	ch := make(chan struct{})
+	r.flight = ch
+	r.mu.Unlock()
+	res, err := a.s.lend(ctx, r.key, r.p, req.lendRequest)
+	r.mu.Lock()
+	r.flight = nil
+	close(ch)
+	return res, err
+}
+
+// apply takes in the answer to req (r held locked); keep is the remainder
+// set aside for the call, which r gets back if the lease goes on.
+func (a *allowances) apply(r *allowance, req call, res lendResult, now time.Time, keep int64) {
+	r.used -= req.used
+	if req.seq != 0 && !res.matched {
+		// The lease had ended in Redis and been counted spent: what is
+		// held under it, and its unreported spends, are gone.
+		a.stats.expired.Add(r.remaining + keep)
+		r.remaining, keep, r.used = 0, 0, 0
+	}
+	if res.seq == 0 {
+		a.stats.returned.Add(r.remaining + keep)
+		r.remaining, r.used = 0, 0
 	} else {
-		r.remaining += res.granted
+		r.remaining += keep + res.granted
+		a.stats.lent.Add(res.granted)
 		margin := max(time.Millisecond, res.lease/1000)
-		r.deadline = now.Add(res.lease - margin)
+		r.deadline = req.at.Add(res.lease - margin)
 	}
-	r.notBefore = time.Time{}
+	r.seq, r.holders, r.srvRemain, r.reset = res.seq, res.holders, res.remaining, res.reset
+	r.sent, r.server = req.at, res.now
+	r.nextTake = time.Time{}
 	if res.retry > 0 {
-		r.notBefore = now.Add(res.retry)
+		r.nextTake = now.Add(res.retry)
 	}
-	return nil
+	if req.need == 0 || r.remaining >= req.need {
+		r.notBefore = time.Time{}
+	}
+}
+
+// due reports whether the renewal goroutine should call for r (held
+// locked): its lease is half gone, or its remainder is low and Redis may
+// have more, while the key is still in use.
+func (a *allowances) due(r *allowance, now time.Time) bool {
+	if r.closed || r.flight != nil || now.Sub(r.lastUse) >= a.period {
+		return false
+	}
+	if r.seq != 0 && !now.Before(r.sent.Add(a.period)) {
+		return true
+	}
+	return r.remaining*4 < a.target(r) && !now.Before(r.nextTake) && !now.Before(r.notBefore)
+}
+
+// renew renews r in the background if it is due.
+func (a *allowances) renew(r *allowance) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.nudged = false
+	now := a.now()
+	a.expire(r, now)
+	if !a.due(r, now) {
+		return
+	}
+	req := a.request(r, now, 0, r.remaining)
+	// A renewal answered late is still good (its deadline counts from its
+	// sending); one not answered strands what it was granted until the
+	// lease ends.
+	ctx, cancel := context.WithTimeout(context.Background(), max(a.lease, time.Second))
+	res, err := a.call(ctx, r, req)
+	cancel()
+	if err != nil {
+		// Spend until the deadline already known; try again later.
+		r.nextTake = now.Add(a.period / 4)
+		return
+	}
+	a.stats.renewals.Add(1)
+	a.stats.background.Add(1)
+	a.apply(r, req, res, now, 0)
 }
 
 // giveBack returns r's units and closes it: later decisions on its key
@@ -185,6 +511,18 @@ func (a *allowances) call(ctx context.Context, r *allowance, op int, now time.Ti
 func (a *allowances) giveBack(ctx context.Context, r *allowance) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	for r.flight != nil {
+		ch := r.flight
+		r.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+		}
+		r.mu.Lock()
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
 	if r.closed {
 		return nil
 	}
@@ -192,76 +530,168 @@ func (a *allowances) giveBack(ctx context.Context, r *allowance) error {
 	if r.seq == 0 {
 		return nil
 	}
-	return a.call(ctx, r, lendReturn, a.now(), 0)
+	held := r.remaining
+	req := a.request(r, a.now(), 0, held)
+	req.op, req.want = lendReturn, 0
+	r.remaining = 0
+	res, err := a.call(ctx, r, req)
+	if err != nil {
+		a.stats.expired.Add(held)
+		return err
+	}
+	a.stats.returned.Add(held)
+	r.seq, r.used, r.srvRemain = 0, 0, res.remaining
+	return nil
+}
+
+// remove takes r out of the store's records if it is still there.
+func (a *allowances) remove(r *allowance) bool {
+	sh := a.shard(r.rk)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.recs[r.rk] != r {
+		return false
+	}
+	delete(sh.recs, r.rk)
+	a.count.Add(-1)
+	return true
 }
 
 // drop gives back the allowance of rk, if any, before a decision that
 // must see the Redis state alone (AllowAll, CountAll, Settle, Reset).
 func (a *allowances) drop(ctx context.Context, rk string) error {
-	a.mu.Lock()
-	r := a.recs[rk]
-	delete(a.recs, rk)
-	a.mu.Unlock()
+	sh := a.shard(rk)
+	sh.mu.Lock()
+	r := sh.recs[rk]
+	if r != nil {
+		delete(sh.recs, rk)
+		a.count.Add(-1)
+	}
+	sh.mu.Unlock()
 	if r == nil {
 		return nil
 	}
 	return a.giveBack(ctx, r)
 }
 
-// sweep gives back the allowances of keys that cooled: no decision for a
-// lease.
-func (a *allowances) sweep() {
-	defer close(a.done)
-	t := time.NewTicker(a.lease / 2)
+// run is the store's renewal goroutine: it renews allowances that run low
+// (nudged by the decision that found them low) or whose lease is half
+// gone, and gives back those of keys that cooled (no decision for a
+// period). It ends when none is left, or when the store closes.
+func (a *allowances) run() {
+	defer a.wg.Done()
+	t := time.NewTicker(max(a.period/8, time.Millisecond))
 	defer t.Stop()
+	var recs []*allowance
 	for {
 		select {
 		case <-a.stop:
 			return
+		case r := <-a.nudge:
+			a.renew(r)
+			continue
 		case <-t.C:
 		}
-		now := a.now()
-		var cold []*allowance
-		a.mu.Lock()
-		for rk, r := range a.recs {
-			// A record locked is in use (perhaps waiting for Redis): not
-			// cold, and not to be waited for with a.mu held.
-			if !r.mu.TryLock() {
+		recs = recs[:0]
+		for i := range a.shards {
+			sh := &a.shards[i]
+			sh.mu.Lock()
+			for _, r := range sh.recs {
+				recs = append(recs, r)
+			}
+			sh.mu.Unlock()
+		}
+		for _, r := range recs {
+			select {
+			case <-a.stop:
+				return
+			default:
+			}
+			if a.cold(r) {
+				if a.remove(r) {
+					ctx, cancel := context.WithTimeout(context.Background(), a.period)
+					_ = a.giveBack(ctx, r) // on failure the lease ends in Redis on its own
+					cancel()
+				}
 				continue
 			}
-			if now.Sub(r.lastUse) >= a.lease {
-				cold = append(cold, r)
-				delete(a.recs, rk)
-			}
-			r.mu.Unlock()
+			a.renew(r)
 		}
-		a.mu.Unlock()
-		for _, r := range cold {
-			ctx, cancel := context.WithTimeout(context.Background(), a.lease)
-			_ = a.giveBack(ctx, r) // on failure the lease ends in Redis on its own
-			cancel()
+		clear(recs)
+		if a.idle() {
+			return
 		}
 	}
 }
 
-// close stops the sweep and gives every allowance back.
+// cold reports whether r's key has had no decision for a period.
+func (a *allowances) cold(r *allowance) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.flight == nil && a.now().Sub(r.lastUse) >= a.period
+}
+
+// close stops the renewal goroutine and gives every allowance back.
 func (a *allowances) close(ctx context.Context) error {
-	a.mu.Lock()
-	if a.closed {
-		a.mu.Unlock()
+	if a.closed.Swap(true) {
 		return nil
 	}
-	a.closed = true
-	recs := a.recs
-	a.recs = map[string]*allowance{}
-	a.mu.Unlock()
 	close(a.stop)
-	<-a.done
-	var first error
-	for _, r := range recs {
-		if err := a.giveBack(ctx, r); err != nil && first == nil {
-			first = err
+	a.wg.Wait()
+	var recs []*allowance
+	for i := range a.shards {
+		sh := &a.shards[i]
+		sh.mu.Lock()
+		for _, r := range sh.recs {
+			recs = append(recs, r)
 		}
+		clear(sh.recs)
+		clear(sh.heat)
+		sh.mu.Unlock()
 	}
+	a.count.Store(0)
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+		next  atomic.Int64
+	)
+	for range min(closeWorkers, len(recs)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := next.Add(1) - 1; i < int64(len(recs)); i = next.Add(1) - 1 {
+				if err := a.giveBack(ctx, recs[i]); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
 	return first
+}
+
+// kill stops the allowance work without giving anything back, as if the
+// process had died, and returns the units held unspent. For tests.
+func (a *allowances) kill() (held int64) {
+	a.closed.Store(true)
+	close(a.stop)
+	a.wg.Wait()
+	for i := range a.shards {
+		sh := &a.shards[i]
+		sh.mu.Lock()
+		for _, r := range sh.recs {
+			r.mu.Lock()
+			r.closed = true
+			held += r.remaining
+			r.mu.Unlock()
+		}
+		clear(sh.recs)
+		sh.mu.Unlock()
+	}
+	return held
 }

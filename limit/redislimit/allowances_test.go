@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/costwise/batcher/limit"
 	"github.com/costwise/batcher/limit/limittest"
 	"github.com/costwise/batcher/limit/redislimit"
@@ -67,6 +69,22 @@ func admit(t *testing.T, stores []*redislimit.Store, p limit.Policy, callers, de
 	return allowed.Load()
 }
 
+// warm makes key hot at every store: cost-0 decisions, enough of them in
+// enough periods of half the lease (the clock moves lease/2 a period).
+func warm(t *testing.T, clock *limittest.Clock, stores []*redislimit.Store, key string, p limit.Policy, lease time.Duration) {
+	t.Helper()
+	for range redislimit.WarmPeriods + 1 {
+		for _, s := range stores {
+			for range redislimit.HotThreshold {
+				if _, err := s.AllowN(context.Background(), key, p, 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		clock.Advance(lease / 2)
+	}
+}
+
 // drainRest spends what is left of the key on the one-trip path.
 func drainRest(t *testing.T, s *redislimit.Store, p limit.Policy) int64 {
 	t.Helper()
@@ -94,8 +112,13 @@ func TestAllowanceExactAcrossStores(t *testing.T) {
 		limit.GCRA(limit.PerHour(1), 500).Named("gcra"),
 	} {
 		t.Run(p.Name, func(t *testing.T) {
-			stores := allowanceStores(t, limittest.NewClock(time.Unix(1_700_000_000, 0)), 3)
+			clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
+			stores := allowanceStores(t, clock, 3)
+			warm(t, clock, stores, "hot", p, time.Second)
 			got := admit(t, stores, p, 8, 40) // 960 decisions on a limit of 500
+			if st := stores[0].AllowanceStats(); st.Local == 0 || st.Lent == 0 {
+				t.Fatalf("no decision was local: %+v", st)
+			}
 			if got > p.Limit {
 				t.Fatalf("admitted %d across 3 stores, over the limit %d", got, p.Limit)
 			}
@@ -119,6 +142,7 @@ func TestAllowanceDeadStoreLosesItsAllowance(t *testing.T) {
 	p := limit.TokenBucket(500, limit.PerHour(1)).Named("tb")
 	clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
 	stores := allowanceStores(t, clock, 3)
+	warm(t, clock, stores, "hot", p, time.Second)
 	got := admit(t, stores[:1], p, 1, 10) // store 0 takes an allowance
 	got += admit(t, stores, p, 4, 30)
 	held := stores[0].KillForTest()
@@ -152,5 +176,61 @@ func TestAllowanceOptions(t *testing.T) {
 	}
 	if err := s.Close(context.Background()); err != nil {
 		t.Fatalf("Close without allowances: %v", err)
+	}
+}
+
+// scriptCounter counts the script calls a client sends.
+type scriptCounter struct{ n atomic.Int64 }
+
+func (h *scriptCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *scriptCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if n := cmd.Name(); n == "evalsha" || n == "eval" {
+			h.n.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+func (h *scriptCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			if n := cmd.Name(); n == "evalsha" || n == "eval" {
+				h.n.Add(1)
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// TestAllowanceSizedInCostUnits: an allowance is sized from the cost
+// decided on the key, not the number of decisions, so that decisions of a
+// cost above 1 (limiterd's milli-tokens) still take several at a time.
+func TestAllowanceSizedInCostUnits(t *testing.T) {
+	c := connect(t)
+	var calls scriptCounter
+	c.AddHook(&calls)
+	clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
+	s, err := redislimit.New(c, redislimit.Options{Prefix: testPrefix(t, c), Clock: clock, LocalAllowance: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	p := limit.TokenBucket(10_000_000, limit.PerSecond(1)).Named("milli")
+	const decisions = 400
+	for i := range 1200 + decisions { // 1.2 s to become hot, then 400 counted
+		if i == 1200 {
+			calls.n.Store(0)
+		}
+		dec, err := s.AllowN(context.Background(), "k", p, 1000) // 10,000 decisions' worth in the bucket
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !dec.Allowed {
+			t.Fatal("refused with the bucket not spent")
+		}
+		clock.Advance(time.Millisecond) // 1000 decisions a second
+	}
+	if n := calls.n.Load(); n > decisions/10 {
+		t.Fatalf("%d script calls for %d decisions of cost 1000 on a hot key: the allowance holds about one decision", n, decisions)
 	}
 }

@@ -158,6 +158,7 @@ func (b *batcher) run(batch []*pending) {
 			buf = strconv.AppendInt(buf, x, 10)
 		}
 	}
+	b.s.stats.commands.Add(1)
 	res, err := allowScript.Run(ctx, b.s.client, keys, string(buf)).Text()
 	*bp = buf
 	bufPool.Put(bp)

@@ -24,6 +24,19 @@
 // (EVALSHA, TIME, GET, SET) of a call on its own. On a cluster or a ring
 // every call is sent on its own, since one script may only touch one slot.
 //
+// # Local allowances
+//
+// With Options.LocalAllowance, a token bucket or GCRA key decided at least
+// 16 times a second for a second at one store is decided there from units
+// taken out of its Redis state, which records them as lent to that store:
+// the sum admitted across stores never exceeds the limit. A goroutine per
+// store renews the units before they run out; Close gives them back.
+// Allowed and denied answers stay exact; on such keys Remaining and
+// ResetAfter are estimates and RetryAfter may be later than a one-trip
+// call's, never earlier. Store.AllowanceStats counts the units lent, given
+// back and lost, and the decisions answered locally. See
+// DESIGN-allowances.md.
+//
 // # Deadlines
 //
 // Every call returns when its context ends, whatever the go-redis client's

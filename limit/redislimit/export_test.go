@@ -2,6 +2,7 @@ package redislimit
 
 import (
 	"context"
+	"os"
 	"time"
 
 	"github.com/costwise/batcher/limit"
@@ -12,6 +13,7 @@ type Lease struct {
 	Granted, Seq, Holders, Remaining int64
 	LeaseFor, Retry                  time.Duration
 	Now                              int64
+	Matched                          bool
 }
 
 // LendForTest runs the allowance script: take (ret false) or return.
@@ -22,27 +24,59 @@ func (s *Store) LendForTest(ctx context.Context, key string, p limit.Policy, hol
 		op = lendReturn
 	}
 	r, err := s.lend(ctx, key, p, lendRequest{op: op, holder: holder, seq: seq, used: used, spentAt: spentAt,
-		want: want, lease: lease})
+		want: want, lease: lease, held: -1})
 	return Lease{Granted: r.granted, Seq: r.seq, Holders: r.holders, Remaining: r.remaining,
-		LeaseFor: r.lease, Retry: r.retry, Now: r.now}, err
+		LeaseFor: r.lease, Retry: r.retry, Now: r.now, Matched: r.matched}, err
 }
 
 // KillForTest stops the store's allowance work without giving anything
 // back, as if its process had died, and returns the units it held unspent.
-func (s *Store) KillForTest() (held int64) {
+func (s *Store) KillForTest() (held int64) { return s.lent.kill() }
+
+// Warming: a key is lent after WarmPeriods busy periods of half a lease,
+// HotThreshold decisions each.
+const (
+	WarmPeriods  = warmPeriods
+	HotThreshold = hotThreshold
+)
+
+func init() { localAllowanceForTests = os.Getenv("BATCHER_TEST_LOCAL_ALLOWANCE") != "" }
+
+// SettledForTest reports whether no allowance of the store has a call in
+// flight or is due for a background renewal.
+func (s *Store) SettledForTest() bool {
 	a := s.lent
-	a.mu.Lock()
-	a.closed = true
-	recs := a.recs
-	a.recs = map[string]*allowance{}
-	a.mu.Unlock()
-	close(a.stop)
-	<-a.done
-	for _, r := range recs {
-		r.mu.Lock()
-		r.closed = true
-		held += r.remaining
-		r.mu.Unlock()
+	now := a.now()
+	for i := range a.shards {
+		sh := &a.shards[i]
+		sh.mu.Lock()
+		for _, r := range sh.recs {
+			r.mu.Lock()
+			busy := r.flight != nil || a.due(r, now) || r.nudged
+			r.mu.Unlock()
+			if busy {
+				sh.mu.Unlock()
+				return false
+			}
+		}
+		sh.mu.Unlock()
 	}
-	return held
+	return true
+}
+
+// HeldForTest returns the allowances held: keys and units.
+func (s *Store) HeldForTest() (keys int, units int64) {
+	a := s.lent
+	for i := range a.shards {
+		sh := &a.shards[i]
+		sh.mu.Lock()
+		for _, r := range sh.recs {
+			r.mu.Lock()
+			keys++
+			units += r.remaining
+			r.mu.Unlock()
+		}
+		sh.mu.Unlock()
+	}
+	return keys, units
 }

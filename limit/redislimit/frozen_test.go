@@ -184,12 +184,20 @@ func spentAfterThaw(t *testing.T, srv *redistest.Server, c *redis.Client, prefix
 // batches in flight had already written (at most MaxInFlight, one call
 // each, as the calls come one after another).
 func TestGivenUpCallsAreNotCharged(t *testing.T) {
+	t.Run("one-trip", func(t *testing.T) { givenUpNotCharged(t, false) })
+	// With allowances, calls that gave up do not make the key hot: no
+	// allowance is taken by calls queued on the frozen server.
+	t.Run("allowances", func(t *testing.T) { givenUpNotCharged(t, true) })
+}
+
+func givenUpNotCharged(t *testing.T, allowances bool) {
 	srv, c := frozen(t)
 	prefix := testPrefix(t, c)
-	store, err := redislimit.New(c, redislimit.Options{Prefix: prefix})
+	store, err := redislimit.New(c, redislimit.Options{Prefix: prefix, LocalAllowance: allowances})
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { store.Close(context.Background()) })
 	p := limit.TokenBucket(1000, limit.PerHour(1)).Named("charged")
 	if _, err := store.AllowN(context.Background(), "k", p, 0); err != nil {
 		t.Fatal(err)

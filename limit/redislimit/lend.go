@@ -10,9 +10,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The allowance script lends units out of a key's shared state to one
-// holder (DESIGN-allowances.md). The store's decisions do not use it yet:
-// this is the script's contract and its Go call, tested on their own.
+// The allowance scripts lend units out of a key's shared state to one
+// holder (DESIGN-allowances.md): allowance.lua for the token bucket and
+// GCRA, allowance_window.lua for the fixed and sliding windows.
 
 //go:embed allowance.lua
 var allowanceSource string
@@ -35,6 +35,8 @@ type lendRequest struct {
 	spentAt int64 // server µs at or after the last of those spends; -1 for now
 	want    int64 // units asked for
 	lease   time.Duration
+	need    int64 // the cost of the decision waiting for the call; 0 for none
+	held    int64 // the holder's remainder when sending; -1 for unknown
 }
 
 // lendResult is the script's answer.
@@ -47,34 +49,35 @@ type lendResult struct {
 	remaining int64
 	reset     time.Duration
 	now       int64 // the server's time of the call, µs
+	matched   bool  // the holder's lease seq was live
 }
 
-// lend runs the allowance script for r on key under p: token bucket and
-// GCRA only.
+// lend runs the allowance script of p's algorithm for r on key.
 func (s *Store) lend(ctx context.Context, key string, p limit.Policy, r lendRequest) (lendResult, error) {
 	u, err := units(p)
 	if err != nil {
 		return lendResult{}, err
 	}
-	if p.Algorithm != limit.TokenBucketAlgorithm && p.Algorithm != limit.GCRAAlgorithm {
-		return lendResult{}, &limit.PolicyError{Policy: p.Name, Field: "algorithm", Reason: "allowances hold only the token bucket and GCRA for now"}
+	sc := lendScript(p.Algorithm)
+	if sc == nil {
+		return lendResult{}, &limit.PolicyError{Policy: p.Name, Field: "algorithm", Reason: "allowances do not hold the rolling window"}
 	}
 	b := make([]byte, 0, 96)
 	for _, x := range [...]int64{int64(r.op), u.alg, u.limit, u.n, u.p, u.w, s.now(), r.seq, r.used,
-		r.spentAt, r.want, int64(r.lease / time.Microsecond)} {
+		r.spentAt, r.want, int64(r.lease / time.Microsecond), r.need, r.held} {
 		b = strconv.AppendInt(b, x, 10)
 		b = append(b, ' ')
 	}
 	k := s.Key(key, p)
-	res, err := s.send(ctx, allowanceScript, []string{k}, string(b), r.holder)
+	res, err := s.send(ctx, sc, []string{k}, string(b), r.holder)
 	if err != nil {
 		return lendResult{}, s.failure(ctx, "lend", []string{k}, err)
 	}
-	var v [8]int64
+	var v [9]int64
 	if _, err := parseInts(res, v[:]); err != nil {
 		return lendResult{}, err
 	}
 	return lendResult{granted: v[0], seq: v[1], lease: time.Duration(v[2]) * time.Microsecond, holders: v[3],
 		retry: time.Duration(v[4]) * time.Microsecond, remaining: v[5],
-		reset: time.Duration(v[6]) * time.Microsecond, now: v[7]}, nil
+		reset: time.Duration(v[6]) * time.Microsecond, now: v[7], matched: v[8] == 1}, nil
 }

@@ -195,9 +195,9 @@ func TestLendExactAcrossHolders(t *testing.T) {
 	}
 }
 
-func TestLendRefusesWindows(t *testing.T) {
+func TestLendRefusesRollingWindow(t *testing.T) {
 	s := lendStores(t, nil, 1)[0]
-	_, err := s.LendForTest(context.Background(), "k", limit.FixedWindow(10, time.Second).Named("fw"),
+	_, err := s.LendForTest(context.Background(), "k", limit.RollingWindow(10, time.Second).Named("rw"),
 		"a", false, 0, 0, -1, 1, lease)
 	var pe *limit.PolicyError
 	if !errors.As(err, &pe) {

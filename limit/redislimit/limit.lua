@@ -49,12 +49,42 @@ end
 local TB, GCRA, FIXED, ROLLING, SLIDING = 1, 2, 3, 4, 5
 local LIMITED, EXCEEDS, OTHER = 1, 2, 3
 
+-- window_leases returns the leases of a fixed or sliding window state
+-- stored in window a with ledger tail that are live in window id at now,
+-- formatted, and the units they hold. A lease never outlives its window, so
+-- another window has none.
+local function window_leases(tail, a, id)
+  local items, lent = {}, 0
+  if not tail or a ~= id then return items, lent end
+  for h, amt, e, sq in string.gmatch(tail, '(%S+):(%d+):(%d+):(%d+)') do
+    if tonumber(e) > now then
+      items[#items + 1] = string.format('%s:%s:%s:%s', h, amt, e, sq)
+      lent = lent + tonumber(amt)
+    end
+  end
+  return items, lent
+end
+
 if op == 4 then
-  -- Units lent out (DESIGN-allowances.md) stay lent: the ledger is kept.
+  -- Units lent out (DESIGN-allowances.md) stay lent: the ledger is kept,
+  -- and on a window, the units it holds stay in the window's count.
   for i = 1, #KEYS do
+    local o = 2 + (i - 1) * 6
+    local alg, w = spec[o + 1], spec[o + 5]
     local v = redis.call('GET', KEYS[i])
     local tail = v and string.match(v, ' L (.*)$')
-    if tail then
+    if tail and (alg == FIXED or alg == SLIDING) then
+      local a = tonumber(string.match(v, '^(%-?%d+)'))
+      local id = math.max(idiv(now, w), a)
+      local items, lent = window_leases(tail, a, id)
+      if lent > 0 then
+        local base = string.format('%d %d', id, lent)
+        if alg == SLIDING then base = base .. ' 0' end
+        redis.call('SET', KEYS[i], base .. ' L ' .. table.concat(items, ' '), 'KEEPTTL')
+      else
+        redis.call('DEL', KEYS[i])
+      end
+    elseif tail then
       redis.call('SET', KEYS[i], '0 0 L ' .. tail, 'KEEPTTL')
     else
       redis.call('DEL', KEYS[i])
@@ -104,6 +134,7 @@ local function load(r)
       end
     end
     st.a, st.b, st.c = x[1], x[2], x[3]
+    st.a0, st.raw = x[1], v and string.match(v, ' L (.*)$')
   end
   states[r.key] = st
   return st
@@ -330,7 +361,12 @@ local function write(st)
     return
   end
   local v, us = nil, 0
-  if st.ledger and #st.ledger > 0 then
+  if r.alg == FIXED or r.alg == SLIDING then
+    -- Lent units are in the window's count; the live leases of the
+    -- window stay in the ledger.
+    local items = window_leases(st.raw, st.a0, st.a)
+    if #items > 0 then st.tail = ' L ' .. table.concat(items, ' ') end
+  elseif st.ledger and #st.ledger > 0 then
     -- Every lease may yet be charged at its end: keep the key until that
     -- charge has drained too.
     local items, last = {}, now
@@ -374,17 +410,19 @@ local function settle(r, delta)
     local id = math.max(idiv(now, r.w), st.a)
     local n = st.b
     if id ~= st.a then n = 0 end
-    st.a, st.b = id, math.max(0, math.min(n + delta, 2 * r.limit))
+    local _, lent = window_leases(st.raw, st.a0, id)
+    st.a, st.b = id, math.max(lent, math.min(n + delta, 2 * r.limit))
     if st.b == 0 then redis.call('DEL', r.key) else write(st) end
     return fixed(r, st, 0, false)
   elseif r.alg == SLIDING then
     local id = math.max(idiv(now, r.w), st.a)
     if id == st.a + 1 then st.c, st.b = st.b, 0 elseif id > st.a + 1 then st.b, st.c = 0, 0 end
     st.a = id
+    local _, lent = window_leases(st.raw, st.a0, id)
     if delta >= 0 then
       st.b = math.min(st.b + delta, 2 * r.limit)
     else
-      local take = math.min(st.b, -delta)
+      local take = math.max(0, math.min(st.b - lent, -delta))
       st.b = st.b - take
       st.c = math.max(0, st.c - (-delta - take))
     end

@@ -161,6 +161,12 @@ func TestServerTimeConcurrent(t *testing.T) {
 	stop = time.Now().Add(time.Second)
 	close(begin)
 	wg.Wait()
+	// Units a store holds under LocalAllowance come back with Close.
+	for _, s := range stores {
+		if err := s.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
 	last, err := stores[0].AllowN(ctx, "hot", p, 0)
 	end, _ := timer.Time(ctx).Result()
 	if err != nil {

@@ -50,13 +50,16 @@ type Options struct {
 	// MaxBatch caps the AllowN calls one batch carries; 1 sends every call
 	// on its own. Default 256.
 	MaxBatch int
-	// LocalAllowance lets a token bucket or GCRA key decided often at this
-	// store spend from units taken out of its Redis state in one call, which
-	// records them as lent, so that the sum admitted across stores never
-	// exceeds the limit (DESIGN-allowances.md). Experimental; off by
-	// default. Every store sharing the prefix must run a version that
-	// reads lent units (this one or later). Call Close to give the units
-	// back when the store is done.
+	// LocalAllowance lets a token bucket, GCRA, fixed or sliding window key
+	// decided often at this store (at least 4 times in each of 4 periods of
+	// half a lease in a row) spend from units taken out of its Redis state
+	// in one call, which records them as lent, so that the sum admitted
+	// across stores never exceeds the limit (see the package doc and
+	// DESIGN-allowances.md; rolling window keys keep the one-trip path).
+	// Experimental; off by default. Every store sharing the prefix must run
+	// a version that reads lent units (this one or later). Call Close to
+	// give the units back and stop the renewal goroutine when the store is
+	// done.
 	LocalAllowance bool
 	// AllowanceLease bounds how long units stay lent without a renewal.
 	// Default 500ms.
@@ -64,6 +67,11 @@ type Options struct {
 	// MaxAllowances caps the keys with an allowance at once. Default 4096.
 	MaxAllowances int
 }
+
+// localAllowanceForTests turns LocalAllowance on in every store: the
+// package's tests set it from BATCHER_TEST_LOCAL_ALLOWANCE to run them all
+// with allowances.
+var localAllowanceForTests bool
 
 // Store is a limit.Store on Redis: a single server, Sentinel or a cluster
 // (any go-redis client that can run scripts). Store is safe for concurrent use.
@@ -73,6 +81,7 @@ type Store struct {
 	clock  limit.Clock
 	batch  *batcher    // nil on a cluster, a ring, or with MaxBatch 1
 	lent   *allowances // nil unless Options.LocalAllowance
+	stats  counters
 }
 
 // New returns a store on client.
@@ -99,7 +108,7 @@ func New(client redis.Scripter, opts Options) (*Store, error) {
 		return nil, &limit.OptionError{Option: "MaxAllowances", Reason: "must not be negative"}
 	}
 	s := &Store{client: client, prefix: opts.Prefix, clock: opts.Clock}
-	if opts.LocalAllowance {
+	if opts.LocalAllowance || localAllowanceForTests {
 		s.lent = newAllowances(s, cmp.Or(opts.AllowanceLease, defaultAllowanceLease),
 			cmp.Or(opts.MaxAllowances, defaultMaxAllowances))
 	}
@@ -237,6 +246,7 @@ func (s *Store) send(ctx context.Context, sc *redis.Script, keys []string, args 
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
+	s.stats.commands.Add(1)
 	if ctx.Done() == nil { // a context that never ends: nothing to bound
 		return sc.Run(ctx, s.client, keys, args...).Text()
 	}
@@ -313,24 +323,32 @@ func parseInts(res string, v []int64) (string, error) {
 func (s *Store) AllowN(ctx context.Context, key string, p limit.Policy, cost int64) (limit.Decision, error) {
 	var buf [1]limit.Decision
 	reqs := [1]limit.Request{{Key: key, Policy: p, Cost: cost}}
-	switch p.Algorithm {
-	case limit.TokenBucketAlgorithm, limit.GCRAAlgorithm:
-		if s.lent != nil && cost >= 0 && p.Validate() == nil {
-			if r := s.lent.get(s.Key(key, p), key, p); r != nil {
-				if dec, ok := s.lent.decide(ctx, r, cost); ok {
-					return dec, nil
-				}
+	var rk string
+	if s.lent != nil && lendable(p.Algorithm) && cost >= 0 && p.Validate() == nil {
+		rk = s.Key(key, p)
+		if r := s.lent.get(rk, key, p); r != nil {
+			if dec, ok := s.lent.decide(ctx, r, p, cost); ok {
+				return dec, nil
 			}
 		}
-		return s.allowFast(ctx, reqs[0])
-	case limit.FixedWindowAlgorithm:
-		return s.allowFast(ctx, reqs[0])
 	}
-	out, err := s.run(ctx, opAllow, "allow", reqs[:], buf[:0])
-	if err != nil || len(out) == 0 {
-		return limit.Decision{}, err
+	s.stats.remote.Add(1)
+	var dec limit.Decision
+	var err error
+	switch p.Algorithm {
+	case limit.TokenBucketAlgorithm, limit.GCRAAlgorithm, limit.FixedWindowAlgorithm:
+		dec, err = s.allowFast(ctx, reqs[0])
+	default:
+		var out []limit.Decision
+		out, err = s.run(ctx, opAllow, "allow", reqs[:], buf[:0])
+		if err == nil && len(out) > 0 {
+			dec = out[0]
+		}
 	}
-	return out[0], nil
+	if err == nil && rk != "" {
+		s.lent.warm(rk, cost)
+	}
+	return dec, err
 }
 
 // AllowAll decides reqs together, atomically, in one round trip.
@@ -341,18 +359,80 @@ func (s *Store) AllowAll(ctx context.Context, reqs []limit.Request, out []limit.
 	if err := s.dropAllowances(ctx, reqs); err != nil {
 		return out, err
 	}
+	s.stats.remote.Add(int64(len(reqs)))
 	return s.run(ctx, opAllow, "allow all", reqs, out)
 }
 
-// CountAll counts every request, Envoy-style, in one round trip.
+// CountAll counts every request, Envoy-style, in one round trip. Under
+// LocalAllowance, a token bucket or GCRA request on a key this store holds
+// an allowance for is decided from it (these algorithms do not count denied
+// costs, so each request is an AllowN); the others go to Redis together.
 func (s *Store) CountAll(ctx context.Context, reqs []limit.Request, out []limit.Decision) ([]limit.Decision, error) {
 	if len(reqs) == 0 {
 		return out, nil
 	}
-	if err := s.dropAllowances(ctx, reqs); err != nil {
+	if s.lent == nil {
+		s.stats.remote.Add(int64(len(reqs)))
+		return s.run(ctx, opCount, "count all", reqs, out)
+	}
+	start := len(out)
+	var rest []limit.Request
+	var restAt []int
+	for i, r := range reqs {
+		out = append(out, limit.Decision{})
+		if r.Cost >= 0 && (r.Policy.Algorithm == limit.TokenBucketAlgorithm || r.Policy.Algorithm == limit.GCRAAlgorithm) &&
+			r.Policy.Validate() == nil {
+			if a := s.lent.get(s.Key(r.Key, r.Policy), r.Key, r.Policy); a != nil {
+				if dec, ok := s.lent.decide(ctx, a, r.Policy, r.Cost); ok {
+					out[start+i] = dec
+					continue
+				}
+			}
+		}
+		rest = append(rest, r)
+		restAt = append(restAt, start+i)
+	}
+	if len(rest) == 0 {
+		return out, nil
+	}
+	if len(rest) == len(reqs) {
+		// Nothing decided here: the allowances of windows' keys (whose
+		// denials CountAll counts in Redis) and of keys just cooled give
+		// way to the shared state.
+		if err := s.dropAllowances(ctx, reqs); err != nil {
+			return out[:start], err
+		}
+		s.stats.remote.Add(int64(len(reqs)))
+		out, err := s.run(ctx, opCount, "count all", reqs, out[:start])
+		if err == nil {
+			s.warmCounted(reqs)
+		}
 		return out, err
 	}
-	return s.run(ctx, opCount, "count all", reqs, out)
+	if err := s.dropAllowances(ctx, rest); err != nil {
+		return out[:start], err
+	}
+	s.stats.remote.Add(int64(len(rest)))
+	decs, err := s.run(ctx, opCount, "count all", rest, nil)
+	if err != nil {
+		return out[:start], err
+	}
+	for i, d := range decs {
+		out[restAt[i]] = d
+	}
+	s.warmCounted(rest)
+	return out, nil
+}
+
+// warmCounted counts the token bucket and GCRA requests of a CountAll
+// Redis answered towards their keys' heat.
+func (s *Store) warmCounted(reqs []limit.Request) {
+	for _, r := range reqs {
+		if r.Cost >= 0 && (r.Policy.Algorithm == limit.TokenBucketAlgorithm || r.Policy.Algorithm == limit.GCRAAlgorithm) &&
+			r.Policy.Validate() == nil {
+			s.lent.warm(s.Key(r.Key, r.Policy), r.Cost)
+		}
+	}
 }
 
 // Settle charges or refunds key under p, in one round trip.
@@ -362,6 +442,7 @@ func (s *Store) Settle(ctx context.Context, key string, p limit.Policy, delta in
 	if err := s.dropAllowances(ctx, reqs[:]); err != nil {
 		return limit.Decision{}, err
 	}
+	s.stats.remote.Add(1)
 	out, err := s.run(ctx, opSettle, "settle", reqs[:], buf[:0])
 	if err != nil || len(out) == 0 {
 		return limit.Decision{}, err
@@ -388,7 +469,7 @@ func (s *Store) dropAllowances(ctx context.Context, reqs []limit.Request) error 
 		return nil
 	}
 	for _, r := range reqs {
-		if r.Policy.Algorithm != limit.TokenBucketAlgorithm && r.Policy.Algorithm != limit.GCRAAlgorithm {
+		if !lendable(r.Policy.Algorithm) {
 			continue
 		}
 		if err := s.lent.drop(ctx, s.Key(r.Key, r.Policy)); err != nil {

@@ -88,6 +88,7 @@ func (s *server) httpServer() *http1.Server {
 	mux := http.NewServeMux()
 	mux.Handle("POST /limit", limit)
 	mux.HandleFunc("GET /health", s.handleHealth)
+	mux.Handle("/healthcheck", s.healthz)
 	mux.Handle("POST /json", envoyJSON)
 	c, maxBody := s.cfg.Servers, s.cfg.Limits.MaxBodyBytes
 	return &http1.Server{
@@ -255,7 +256,9 @@ type envoyGRPC struct {
 }
 
 func (e envoyGRPC) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
-	defer e.s.metrics.observe("envoy", time.Now())
+	start := time.Now()
+	defer e.s.metrics.observe("envoy", start)
+	defer e.s.metrics.rl.observe(start)
 	if e.s.cfg.OnStoreFailure != "fail_open" {
 		return envoyrl.GRPCServer{Service: e.s.envoy}.ShouldRateLimit(ctx, req)
 	}

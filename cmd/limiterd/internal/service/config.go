@@ -110,6 +110,13 @@ type Redis struct {
 	SentinelMaster string `yaml:"sentinel_master"`
 	// SentinelAddrs are the Sentinel servers.
 	SentinelAddrs []string `yaml:"sentinel_addrs"`
+	// SentinelPassword authenticates to the Sentinel servers, not to the
+	// master (REDIS_SENTINEL_AUTH).
+	SentinelPassword string `yaml:"sentinel_password"`
+	// Timeout bounds go-redis's dials, reads and writes (REDIS_TIMEOUT);
+	// 0 keeps go-redis's defaults. A decision's store call is bounded
+	// apart from it (see on_store_failure).
+	Timeout time.Duration `yaml:"timeout"`
 	// PoolSize is the connections per node; 0 keeps go-redis's default
 	// (REDIS_POOL_SIZE).
 	PoolSize int64 `yaml:"pool_size"`
@@ -129,6 +136,9 @@ type RedisTLS struct {
 	// CertFile and KeyFile are a client certificate.
 	CertFile string `yaml:"cert_file"`
 	KeyFile  string `yaml:"key_file"`
+	// SkipHostnameVerification checks the server's certificate chain but
+	// not the name it is for (REDIS_TLS_SKIP_HOSTNAME_VERIFICATION).
+	SkipHostnameVerification bool `yaml:"skip_hostname_verification"`
 }
 
 // Metrics configures Prometheus.
@@ -205,6 +215,10 @@ func (e *ConfigError) Error() string {
 // :8080 (REST), :8081 (gRPC) and :9091 (/metrics).
 func DefaultConfig() Config { return defaultConfig() }
 
+// defaultLocalAllowance is backends.redis.local_allowance's default: false,
+// set by the package's tests to run them all with local allowances on.
+var defaultLocalAllowance = false
+
 func defaultConfig() Config {
 	capacity, rate := 10.0, 1.0
 	window, maxReq := int64(60), int64(100)
@@ -216,7 +230,8 @@ func defaultConfig() Config {
 		},
 		Backends: Backends{
 			InMemory: InMemory{DefaultTTL: 30, EvictionTime: 120, ShardsCount: 256, MaxKeys: 1 << 20},
-			Redis:    Redis{Addr: "127.0.0.1:6379", DefaultTTL: 1000, PasswordEnv: "LIMITERD_REDIS_PASSWORD"},
+			Redis: Redis{Addr: "127.0.0.1:6379", DefaultTTL: 1000, PasswordEnv: "LIMITERD_REDIS_PASSWORD",
+				LocalAllowance: defaultLocalAllowance},
 		},
 		Metrics:        Metrics{Port: 9091},
 		OnStoreFailure: "fail_open",
@@ -313,8 +328,10 @@ var configSchema = map[string]any{
 			"cluster_addrs": kindList, "password_env": kindString,
 			"username": kindString, "network": kindString, "sentinel_master": kindString,
 			"sentinel_addrs": kindList, "pool_size": kindInt, "local_allowance": kindBool,
+			"sentinel_password": kindString, "timeout": kindDur,
 			"tls": map[string]any{
 				"enabled": kindBool, "ca_file": kindString, "cert_file": kindString, "key_file": kindString,
+				"skip_hostname_verification": kindBool,
 			},
 		},
 	},
@@ -426,15 +443,53 @@ func kindMatches(v *yaml.Node, kind string) bool {
 	return v.Tag == "!!str" || v.Tag == "!!int" || v.Tag == "!!float" // a string may look like a number
 }
 
-// errField builds a validation error of c's file.
+// errField builds a validation error of c's file. A configuration from
+// envoyproxy/ratelimit's variables names the variable first.
 func (c *Config) errField(field, format string, args ...any) error {
+	if v, ok := fieldVariables[field]; ok && c.file == envSource {
+		field = v + " (" + field + ")"
+	}
 	return &ConfigError{File: c.file, Field: field, Reason: fmt.Sprintf(format, args...)}
+}
+
+// fieldVariables are the envoyproxy/ratelimit variables that set the
+// fields whose values can be refused after they are read.
+var fieldVariables = map[string]string{
+	"backends.redis.addr":                   "REDIS_URL",
+	"backends.redis.network":                "REDIS_SOCKET_TYPE",
+	"backends.redis.sentinel_addrs":         "REDIS_URL",
+	"backends.redis.sentinel_master":        "REDIS_URL",
+	"backends.redis.pool_size":              "REDIS_POOL_SIZE",
+	"backends.redis.timeout":                "REDIS_TIMEOUT",
+	"backends.redis.tls.enabled":            "REDIS_TLS",
+	"backends.redis.tls.ca_file":            "REDIS_TLS_CACERT",
+	"backends.redis.tls.cert_file":          "REDIS_TLS_CLIENT_CERT",
+	"backends.redis.tls.key_file":           "REDIS_TLS_CLIENT_KEY",
+	"grpc_tls":                              "GRPC_SERVER_TLS_CERT",
+	"grpc_tls.cert_file":                    "GRPC_SERVER_TLS_CERT",
+	"grpc_tls.key_file":                     "GRPC_SERVER_TLS_KEY",
+	"grpc_tls.client_ca_file":               "GRPC_CLIENT_TLS_CACERT",
+	"grpc_tls.client_san":                   "GRPC_CLIENT_TLS_SAN",
+	"servers.grpc_max_connection_age":       "GRPC_MAX_CONNECTION_AGE",
+	"servers.grpc_max_connection_age_grace": "GRPC_MAX_CONNECTION_AGE_GRACE",
+	"envoy.near_limit_ratio":                "NEAR_LIMIT_RATIO",
+	"envoy.local_cache_size_in_bytes":       "LOCAL_CACHE_SIZE_IN_BYTES",
+	"envoy.expiration_jitter_max":           "EXPIRATION_JITTER_MAX_SECONDS",
+	"envoy.xds":                             "CONFIG_GRPC_XDS_SERVER_URL",
+	"envoy.xds.server_url":                  "CONFIG_GRPC_XDS_SERVER_URL",
+	"envoy.xds.node_metadata":               "CONFIG_GRPC_XDS_NODE_METADATA",
+	"envoy.xds.headers":                     "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS",
+	"envoy.xds.use_tls":                     "CONFIG_GRPC_XDS_SERVER_USE_TLS",
+	"envoy.xds.cert_file":                   "CONFIG_GRPC_XDS_CLIENT_TLS_CERT",
+	"envoy.xds.backoff_initial":             "XDS_CLIENT_BACKOFF_INITIAL_INTERVAL",
+	"envoy.xds.backoff_factor":              "XDS_CLIENT_BACKOFF_RANDOM_FACTOR",
+	"envoy.xds.max_msg_size":                "XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES",
 }
 
 // Validate checks the values: the algorithm and the parameters it needs
 // (present and positive), the store and its backend's settings.
 func (c *Config) Validate() error {
-	return firstError(c.validateAlgo, c.validateStore, c.validateOthers, c.validateRanges, c.validateGRPCTLS, c.validateXDS)
+	return firstError(c.validateAlgo, c.validateStore, c.validateOthers, c.validateRanges, c.validateGRPCTLS, c.validateXDS, c.validateEnvoyHeaders)
 }
 
 func firstError(fns ...func() error) error {
@@ -497,8 +552,24 @@ func (c *Config) validateStore() error {
 		}
 	case "redis":
 		switch {
-		case r.Addr == "" && len(r.ClusterAddrs) == 0:
+		case r.Addr == "" && len(r.ClusterAddrs) == 0 && r.SentinelMaster == "":
 			return c.errField("backends.redis.addr", "missing: the redis store needs an address")
+		case r.Network != "" && r.Network != "tcp" && r.Network != "unix":
+			return c.errField("backends.redis.network", "must be tcp or unix, not %q", r.Network)
+		case r.Network == "unix" && (len(r.ClusterAddrs) > 0 || r.SentinelMaster != ""):
+			return c.errField("backends.redis.network", "unix is for a single server's socket, not with cluster_addrs or sentinel_master")
+		case r.SentinelMaster != "" && len(r.SentinelAddrs) == 0:
+			return c.errField("backends.redis.sentinel_addrs", "missing: sentinel_master needs the Sentinel servers")
+		case r.SentinelMaster == "" && len(r.SentinelAddrs) > 0:
+			return c.errField("backends.redis.sentinel_master", "missing: sentinel_addrs needs the master's name")
+		case r.SentinelMaster != "" && len(r.ClusterAddrs) > 0:
+			return c.errField("backends.redis.sentinel_master", "set with cluster_addrs: a cluster has no Sentinel")
+		case r.Timeout < 0 || r.Timeout > time.Hour:
+			return c.errField("backends.redis.timeout", "must be between 0 and 1h, not %v", r.Timeout)
+		case !r.TLS.Enabled && (r.TLS.CAFile != "" || r.TLS.CertFile != "" || r.TLS.KeyFile != "" || r.TLS.SkipHostnameVerification):
+			return c.errField("backends.redis.tls.enabled", "must be true with ca_file, cert_file, key_file or skip_hostname_verification")
+		case (r.TLS.CertFile == "") != (r.TLS.KeyFile == ""):
+			return c.errField("backends.redis.tls.cert_file", "cert_file and key_file go together")
 		case r.DB < 0 || r.DB > 1<<20:
 			return c.errField("backends.redis.db", "must be 0 or more, not %d", r.DB)
 		case r.DB != 0 && len(r.ClusterAddrs) > 0:

@@ -11,8 +11,30 @@
 // Both gRPC servers (lean and grpc-go) serve grpc.health.v1 and server
 // reflection, and TLS or mutual TLS themselves with one crypto/tls
 // configuration (grpctls.go); the Envoy rules come from a directory
-// (rules.go) or from an xDS management server (xds.go). envoyproxy/
-// ratelimit's variables for TLS and xDS are read in grpcenv.go.
+// (rules.go) or from an xDS management server (xds.go).
+//
+// # envoyproxy/ratelimit mode
+//
+// The configuration is the file --config names, the whole of it. Without
+// --config, limiterd is in envoyproxy/ratelimit mode when at least one of
+// envoyproxy/ratelimit's environment variables (those of its settings.go,
+// listed in envoyenv.go; set to the empty string counts as unset) is set:
+// then every one of them takes its value or envoyproxy/ratelimit's default
+// (envoyenv.go). So USE_STATSD unset means true, which is refused (set
+// USE_STATSD=false and USE_PROMETHEUS=true); REDIS_URL unset means its
+// nutcracker socket; the store is Redis; LOG_LEVEL is WARN; the rules are
+// read from RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY as its
+// goruntime loader reads them. A variable set to a value limiterd cannot
+// honour stops it with one line naming the variable. Without --config and
+// without any of those variables, limiterd's own defaults hold. In every
+// case the flags given win. With --config, the variables that are set are
+// named in one warning at start and not read.
+//
+// What envoyproxy/ratelimit's operators rely on around the protocol is
+// here too: GET /healthcheck on the REST port with its health semantics,
+// followed by the gRPC health service (health.go); GET /rlconfig on
+// --rlconfig-addr and the debug address; its metric names and labels
+// beside limiterd's own (rlmetrics.go).
 //
 // # Limits on what callers send
 //
@@ -31,7 +53,8 @@
 //	gRPC request message           4 MiB     --grpc-max-recv-msg-bytes /                    ResourceExhausted
 //	                                         servers.grpc_max_recv_msg_bytes
 //	metric label sets              10,000    --max-metric-series /                          new rule labels counted as rule="other"; a domain the
-//	                                         limits.max_metric_series                       rules do not name is always domain="other"
+//	                                         limits.max_metric_series                       rules do not name is always domain="other"; as many
+//	                                                                                         ratelimit_service_rate_limit_* keys, then key1="other"
 //	keys held in memory            1,048,576 backends.in_memory.max_keys                    keyed: keys at rest dropped first, then the least recently
 //	(each memory store)                                                                     used evicted (counted); Envoy counters: a new counter on a
 //	                                                                                         full shard fails the call to the failure policy

@@ -3,7 +3,6 @@ package service
 import (
 	"flag"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -24,44 +23,14 @@ func addGRPCFlags(fs *flag.FlagSet, g *grpcFlags) {
 // envSource names the environment in the errors of its variables.
 const envSource = "environment"
 
-// applyGRPCSettings puts envoyproxy/ratelimit's variables for TLS on the
-// gRPC port (GRPC_SERVER_USE_TLS and the files) and for rules from xDS
-// (CONFIG_TYPE=GRPC_XDS_SOTW and the CONFIG_GRPC_XDS_*, XDS_CLIENT_* and
-// FORCE_START_WITHOUT_INITIAL_CONFIG variables) into cfg, each group only
-// when the file does not set its section, and then the flags given over
-// them.
-func applyGRPCSettings(cfg *Config, v *flagValues, lookup func(string) (string, bool)) error {
-	e := envReader{lookup: lookup}
-	if cfg.GRPCTLS == (GRPCTLS{}) && e.bool("GRPC_SERVER_USE_TLS", false) {
-		cfg.GRPCTLS = GRPCTLS{
-			CertFile:     e.str("GRPC_SERVER_TLS_CERT", ""),
-			KeyFile:      e.str("GRPC_SERVER_TLS_KEY", ""),
-			ClientCAFile: e.str("GRPC_CLIENT_TLS_CACERT", ""),
-			ClientSAN:    e.str("GRPC_CLIENT_TLS_SAN", ""),
-		}
-		if cfg.GRPCTLS.CertFile == "" || cfg.GRPCTLS.KeyFile == "" {
-			e.fail("GRPC_SERVER_TLS_CERT", "GRPC_SERVER_USE_TLS=true needs GRPC_SERVER_TLS_CERT and GRPC_SERVER_TLS_KEY")
-		}
-	}
-	switch t := e.str("CONFIG_TYPE", "FILE"); {
-	case strings.EqualFold(t, "FILE"):
-	case strings.EqualFold(t, "GRPC_XDS_SOTW"):
-		if cfg.Envoy.XDS.ServerURL == "" {
-			cfg.Envoy.XDS = e.xds()
-		}
-	default:
-		e.fail("CONFIG_TYPE", "must be FILE or GRPC_XDS_SOTW, not "+strconv.Quote(t))
-	}
-	if e.err != nil {
-		return e.err
-	}
+// applyGRPCFlags puts the TLS and xDS flags given over cfg.
+func applyGRPCFlags(cfg *Config, v *flagValues) {
 	g := &v.grpc
 	setIf(&cfg.GRPCTLS.CertFile, g.tls.CertFile, v.given["grpc-tls-cert"])
 	setIf(&cfg.GRPCTLS.KeyFile, g.tls.KeyFile, v.given["grpc-tls-key"])
 	setIf(&cfg.GRPCTLS.ClientCAFile, g.tls.ClientCAFile, v.given["grpc-tls-client-ca"])
 	setIf(&cfg.GRPCTLS.ClientSAN, g.tls.ClientSAN, v.given["grpc-tls-client-san"])
 	setIf(&cfg.Envoy.XDS.ServerURL, g.xdsServer, v.given["xds-server"])
-	return nil
 }
 
 func setIf(dst *string, v string, given bool) {
@@ -108,6 +77,12 @@ func (e *envReader) fail(name, reason string) {
 	if e.err == nil {
 		e.err = &ConfigError{File: envSource, Field: name, Reason: reason}
 	}
+}
+
+// set reports whether name is set to something other than "".
+func (e *envReader) set(name string) bool {
+	v, ok := e.lookup(name)
+	return ok && v != ""
 }
 
 func (e *envReader) str(name, def string) string {

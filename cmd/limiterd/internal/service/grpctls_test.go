@@ -173,6 +173,7 @@ func TestGRPCTLS(t *testing.T) {
 // another CA are refused.
 func TestGRPCMutualTLS(t *testing.T) {
 	s := newTLSSetup(t)
+	setRatelimitEnv(t)
 	t.Setenv("GRPC_SERVER_USE_TLS", "true")
 	t.Setenv("GRPC_SERVER_TLS_CERT", s.serverCert)
 	t.Setenv("GRPC_SERVER_TLS_KEY", s.serverKey)

@@ -200,6 +200,16 @@ func TestCallerChosenValueFloods(t *testing.T) {
 	if s := seriesOf(m, "limiterd_decisions_total"); s > 100+16 {
 		t.Fatalf("%d decision series after %d new domains and values:\n%s", s, n, grepLines(m, "decisions_total")[:2000])
 	}
+	// envoyproxy/ratelimit's series: 100 statistics keys (the two rules'
+	// and the first overrides'), then the domain's "other".
+	if s := seriesOf(m, "ratelimit_service_rate_limit_total_hits"); s > 100+1 {
+		t.Fatalf("%d ratelimit_service series after %d new override values:\n%s", s, n, grepLines(m, "total_hits")[:2000])
+	}
+	// (Calls whose new counter found the memory store full fail open,
+	// uncounted.)
+	if v := gaugeOf(t, m, `ratelimit_service_rate_limit_total_hits{domain="gw",key1="other"}`); v < 100 {
+		t.Fatalf("%v hits counted as key1=\"other\", want the overrides past the bound", v)
+	}
 	if k := gaugeOf(t, m, `limiterd_memory_keys{store="envoy"}`); k > 512 || k < 256 {
 		t.Fatalf("%v Envoy counters held, want at most max_keys 512 (and the store filled)", k)
 	}

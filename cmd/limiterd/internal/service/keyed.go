@@ -108,9 +108,11 @@ func newKeyed(cfg Config, rdb redis.UniversalClient, m *metrics) (keyedLimiter, 
 	}
 	var base limit.Store
 	if rdb != nil {
-		if base, err = newRedisLimitStore(rdb); err != nil {
+		rs, err := newRedisLimitStore(rdb, cfg)
+		if err != nil {
 			return nil, err
 		}
+		base, k.stop = rs, func() { closeRedisLimitStore(rs) }
 		k.ping = func(ctx context.Context) error { return rdb.Ping(ctx).Err() }
 	} else {
 		mem, err := k.memory(cfg, m, "keyed")

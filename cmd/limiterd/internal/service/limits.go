@@ -29,8 +29,10 @@ type Limits struct {
 	MaxHeaderBytes int64 `yaml:"max_header_bytes"`
 	// MaxMetricSeries bounds the label sets of limiterd_decisions_total:
 	// past it, new rule labels are counted under "other". Domains are
-	// labelled only when the rules name them, others as "other". Default
-	// 10,000.
+	// labelled only when the rules name them, others as "other". It bounds
+	// the statistics keys of the ratelimit_service_rate_limit_* series
+	// alike: past it a new key is counted as key1="other" of its domain.
+	// Default 10,000.
 	MaxMetricSeries int64 `yaml:"max_metric_series"`
 }
 
@@ -112,6 +114,8 @@ func addLimitFlags(fs *flag.FlagSet, c *Config) {
 	fs.DurationVar(&s.GRPCKeepaliveMinTime, "grpc-keepalive-min-time", s.GRPCKeepaliveMinTime, "gRPC: shortest interval between a client's pings; more often: GOAWAY too_many_pings")
 	fs.DurationVar(&s.GRPCMaxConnectionIdle, "grpc-max-connection-idle", s.GRPCMaxConnectionIdle, "gRPC: connections without calls this long are closed with GOAWAY")
 	fs.DurationVar(&s.GRPCHandshakeTimeout, "grpc-handshake-timeout", s.GRPCHandshakeTimeout, "gRPC: longest wait for a new connection's preface and settings")
+	fs.DurationVar(&s.GRPCMaxConnectionAge, "grpc-max-connection-age", s.GRPCMaxConnectionAge, "gRPC: connections this old (give or take 10%) are closed with GOAWAY; 0 never")
+	fs.DurationVar(&s.GRPCMaxConnectionAgeGrace, "grpc-max-connection-age-grace", s.GRPCMaxConnectionAgeGrace, "gRPC: how long calls may finish after that GOAWAY; 0 no bound")
 }
 
 // A rangeCheck is one numeric field and the values it may take.

@@ -7,6 +7,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/costwise/batcher/envoyrl"
 )
 
 // metrics are limiterd's Prometheus collectors, on their own registry.
@@ -31,6 +33,9 @@ type metrics struct {
 	// carry the request's values) is counted as otherLabel.
 	domains   atomic.Pointer[map[string]bool]
 	maxSeries int
+
+	// rl are envoyproxy/ratelimit's statistics under its names.
+	rl *rlMetrics
 }
 
 // otherLabel stands for the label values not kept as their own.
@@ -63,9 +68,64 @@ func newMetrics(maxSeries int) *metrics {
 			Help: "Envoy rule files in force.",
 		}),
 	}
+	m.rl = newRLMetrics(maxSeries, m.knownDomain)
 	m.reg.MustRegister(m.decisions, m.latency, m.storeErrors, m.reloads, m.ruleFiles,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reg.MustRegister(m.rl.collectors()...)
+	for _, r := range []string{"success", "failure"} {
+		m.reloads.WithLabelValues(r)
+	}
 	return m
+}
+
+// knownDomain reports whether the rules in force name domain.
+func (m *metrics) knownDomain(domain string) bool {
+	d := m.domains.Load()
+	return d != nil && (*d)[domain]
+}
+
+// reloaded counts a rule load that succeeded or failed, under limiterd's
+// name and envoyproxy/ratelimit's.
+func (m *metrics) reloaded(ok bool) {
+	if ok {
+		m.reloads.WithLabelValues("success").Inc()
+		m.rl.loadSuccess.Inc()
+		return
+	}
+	m.reloads.WithLabelValues("failure").Inc()
+	m.rl.loadError.Inc()
+}
+
+// rulesInForce makes the domains of rules the ones labelled as
+// themselves, and the series of its limits exist at 0: envoyproxy/
+// ratelimit's, and limiterd_decisions_total's for the results a limit
+// can give (within the label bound).
+func (m *metrics) rulesInForce(rules *envoyrl.Rules) {
+	m.setDomains(rules.Domains())
+	m.rl.preset(rules)
+	for _, l := range rules.Limits() {
+		if l.Unlimited || l.DetailedMetric {
+			continue
+		}
+		over := "over_limit"
+		if l.ShadowMode {
+			over = "shadow_over_limit"
+		}
+		for _, result := range []string{"ok", over} {
+			m.preset("envoy", l.Domain, l.Rule, result)
+		}
+	}
+}
+
+// preset makes a decision series exist, within the bound.
+func (m *metrics) preset(api, domain, rule, result string) {
+	k := [4]string{api, domain, rule, result}
+	m.countersMu.Lock()
+	defer m.countersMu.Unlock()
+	if _, ok := m.counters[k]; ok || len(m.counters) >= m.maxSeries {
+		return
+	}
+	m.counters[k] = m.decisions.WithLabelValues(k[0], k[1], k[2], k[3])
 }
 
 // memoryKeys publishes the number of keys a memory store holds, as
@@ -131,4 +191,20 @@ func (o envoyObserver) Descriptor(domain, rule, result string) {
 	o.m.decision("envoy", domain, rule, result)
 }
 
-func (o envoyObserver) StoreError(error) { o.m.storeErrors.WithLabelValues("envoy").Inc() }
+func (o envoyObserver) StoreError(error) { o.m.envoyStoreError() }
+
+func (o envoyObserver) Limit(domain, rule string, st envoyrl.LimitStats) {
+	o.m.rl.limit(domain, rule, st)
+}
+
+func (o envoyObserver) GlobalShadowMode() { o.m.rl.globalShadow.Inc() }
+
+func (o envoyObserver) BadRequest() { o.m.rl.callErrors.WithLabelValues("service_error").Inc() }
+
+var _ envoyrl.StatsObserver = envoyObserver{}
+
+// envoyStoreError counts a failure of the Envoy API's store.
+func (m *metrics) envoyStoreError() {
+	m.storeErrors.WithLabelValues("envoy").Inc()
+	m.rl.callErrors.WithLabelValues("redis_error").Inc()
+}

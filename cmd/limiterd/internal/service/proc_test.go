@@ -20,7 +20,11 @@ import (
 // command does. A test that needs a process of its own (one with fewer file
 // descriptors) runs the test binary, which runs Main when
 // LIMITERD_TEST_MAIN is set.
+//
+// LIMITERD_TEST_LOCAL_ALLOWANCE=true runs every test with
+// backends.redis.local_allowance on by default.
 func TestMain(m *testing.M) {
+	defaultLocalAllowance = os.Getenv("LIMITERD_TEST_LOCAL_ALLOWANCE") == "true"
 	if os.Getenv("LIMITERD_TEST_MAIN") == "1" {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		code := Main(ctx, os.Args[1:], os.Stderr)

@@ -3,9 +3,12 @@ package service
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/costwise/batcher/envoyrl"
@@ -15,11 +18,14 @@ import (
 // keeping the last good rules when a reload fails.
 type ruleWatcher struct {
 	dir     string
+	read    func() ([]envoyrl.File, error) // the rule files of dir
 	svc     *envoyrl.Service
 	log     *slog.Logger
 	metrics *metrics
-	last    [32]byte // digest of the files last loaded or refused
-	readErr string   // the error of the last read, "" after one that succeeded
+	parse   envoyrl.ParseOptions
+	use     func(rules *envoyrl.Rules, files int) // puts loaded rules in force
+	last    [32]byte                              // digest of the files last loaded or refused
+	readErr string                                // the error of the last read, "" after one that succeeded
 }
 
 // load reads and parses the directory; on success the service uses the new
@@ -28,13 +34,13 @@ type ruleWatcher struct {
 // permission) is a failed reload as bad rules are, counted and reported
 // once until the error changes.
 func (w *ruleWatcher) load() (changed bool, err error) {
-	files, err := envoyrl.ReadDir(w.dir)
+	files, err := w.read()
 	if err != nil {
 		if err.Error() == w.readErr {
 			return false, nil
 		}
 		w.readErr = err.Error()
-		w.metrics.reloads.WithLabelValues("failure").Inc()
+		w.metrics.reloaded(false)
 		return true, err
 	}
 	w.readErr = ""
@@ -43,15 +49,12 @@ func (w *ruleWatcher) load() (changed bool, err error) {
 		return false, nil
 	}
 	w.last = sum
-	rules, err := envoyrl.Parse(files)
+	rules, err := envoyrl.ParseWith(files, w.parse)
 	if err != nil {
-		w.metrics.reloads.WithLabelValues("failure").Inc()
+		w.metrics.reloaded(false)
 		return true, err
 	}
-	w.svc.SetRules(rules)
-	w.metrics.setDomains(rules.Domains())
-	w.metrics.reloads.WithLabelValues("success").Inc()
-	w.metrics.ruleFiles.Set(float64(len(files)))
+	w.use(rules, len(files))
 	return true, nil
 }
 
@@ -94,4 +97,67 @@ func (w *ruleWatcher) run(ctx context.Context, interval time.Duration) {
 func dirExists(dir string) bool {
 	st, err := os.Stat(dir)
 	return err == nil && st.IsDir()
+}
+
+// files reads the rule files as envoyproxy/ratelimit's goruntime loader
+// does: every file below dir(), in subdirectories too and whatever its
+// name, dot files and directories included unless IgnoreDotFiles; with
+// WatchRoot only those whose path below dir(), slashes made dots, starts
+// with AppDirectory and a dot. Symbolic links are followed to files, not
+// to directories (so a ConfigMap volume's ..data is not read twice);
+// dir() itself may be a link. A file that cannot be read fails the load,
+// which keeps the last good rules.
+func (r *RuntimeRules) files() ([]envoyrl.File, error) {
+	base := r.dir()
+	top, err := filepath.EvalSymlinks(base)
+	if err != nil {
+		return nil, &envoyrl.ConfigError{File: base, Reason: err.Error()}
+	}
+	var files []envoyrl.File
+	err = filepath.WalkDir(top, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if path != top && r.IgnoreDotFiles && strings.HasPrefix(name, ".") {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if d.IsDir() {
+			return nil
+		}
+		rel, err := filepath.Rel(top, path)
+		if err != nil {
+			return err
+		}
+		if r.WatchRoot && !strings.HasPrefix(strings.ReplaceAll(rel, string(filepath.Separator), "."), r.AppDirectory+".") {
+			return nil
+		}
+		shown := filepath.Join(base, rel)
+		if d.Type()&fs.ModeSymlink != 0 {
+			st, err := os.Stat(path)
+			if err != nil {
+				return &envoyrl.ConfigError{File: shown, Reason: err.Error()}
+			}
+			if st.IsDir() {
+				return nil
+			}
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return &envoyrl.ConfigError{File: shown, Reason: err.Error()}
+		}
+		files = append(files, envoyrl.File{Name: shown, Content: b})
+		return nil
+	})
+	if err != nil {
+		var ce *envoyrl.ConfigError
+		if errors.As(err, &ce) {
+			return nil, err
+		}
+		return nil, &envoyrl.ConfigError{File: base, Reason: err.Error()}
+	}
+	return files, nil
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -24,6 +25,9 @@ type Command struct {
 	GRPCAddr string
 	// MetricsAddr is where /metrics is served; "" turns it off.
 	MetricsAddr string
+	// MetricsPath is the metrics' path on MetricsAddr. Default /metrics
+	// (envoyproxy/ratelimit's PROMETHEUS_PATH).
+	MetricsPath string
 	// DebugAddr is where /debug/pprof/ is served; "" (the default) turns
 	// it off. Profiles reveal the service's internals: give a loopback
 	// address, such as 127.0.0.1:6060.
@@ -34,6 +38,10 @@ type Command struct {
 	// RLConfigAddr is where GET /rlconfig (the rules in force, as text) is
 	// served; "" turns it off. DebugAddr serves it too.
 	RLConfigAddr string
+	// Runtime, when set, is envoyproxy/ratelimit's layout of rule files,
+	// read instead of Envoy.RulesDir's flat directory (which then only
+	// names it in logs).
+	Runtime *RuntimeRules
 	// GRPCServer is "lean" (default) or "grpc-go".
 	GRPCServer string
 	// RulesInterval is how often the rule directory is checked. Default 1 s.
@@ -47,7 +55,7 @@ type Command struct {
 // defaultCommand is the command line's defaults.
 func defaultCommand() Command {
 	return Command{
-		HTTPAddr: ":8080", GRPCAddr: ":8081", MetricsAddr: ":9091",
+		HTTPAddr: ":8080", GRPCAddr: ":8081", MetricsAddr: ":9091", MetricsPath: "/metrics",
 		GRPCServer: GRPCServerLean, RulesInterval: time.Second, ShutdownTimeout: 10 * time.Second,
 	}
 }
@@ -62,6 +70,9 @@ const (
 func (c *Command) validate() error {
 	if c.GRPCServer != GRPCServerLean && c.GRPCServer != GRPCServerGo {
 		return fmt.Errorf("limiterd: --grpc-server must be lean or grpc-go, not %q", c.GRPCServer)
+	}
+	if !strings.HasPrefix(c.MetricsPath, "/") {
+		return fmt.Errorf("limiterd: the metrics path must start with /, not %q", c.MetricsPath)
 	}
 	if c.RulesInterval <= 0 || c.ShutdownTimeout <= 0 {
 		return errors.New("limiterd: --rules-interval and --shutdown-timeout must be positive")
@@ -86,6 +97,7 @@ func newFlagSet(v *flagValues, c *Config, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.GRPCAddr, "grpc-addr", c.GRPCAddr, "gRPC `address`: ratelimiter.v1 and Envoy's RateLimitService")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", c.MetricsAddr, "Prometheus /metrics `address`; empty disables")
 	fs.StringVar(&c.DebugAddr, "debug-addr", c.DebugAddr, "/debug/pprof/ `address`, such as 127.0.0.1:6060; empty (default) disables")
+	fs.StringVar(&c.RLConfigAddr, "rlconfig-addr", c.RLConfigAddr, "GET /rlconfig `address` (the rules in force, as text); empty (default) disables; --debug-addr serves it too")
 	fs.StringVar(&v.rules, "rules", "", "`directory` of Envoy rate limit rule files, reloaded when they change")
 	fs.StringVar(&c.GRPCServer, "grpc-server", c.GRPCServer, "gRPC server: lean (limiterd's own, unary calls over h2c) or grpc-go")
 	fs.StringVar(&v.logFormat, "log-format", "text", "log format: text or json")
@@ -95,16 +107,45 @@ func newFlagSet(v *flagValues, c *Config, stderr io.Writer) *flag.FlagSet {
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "the longest a graceful stop waits for in-flight calls")
 	addLimitFlags(fs, c)
 	addGRPCFlags(fs, &v.grpc)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "Usage of limiterd:")
+		fs.PrintDefaults()
+		fmt.Fprint(fs.Output(), modeHelp)
+	}
 	return fs
 }
 
-// ParseFlags reads the command line: the file --config names (the
-// defaults without it) with the flags given put over it. Log output goes
-// to stderr. A flag error, flag.ErrHelp included, or a *ConfigError is
-// returned as it is.
+// modeHelp ends --help: where the configuration comes from.
+const modeHelp = `
+The configuration comes from, in this order:
+  --config FILE   the file is the whole configuration; envoyproxy/ratelimit's
+                  variables that are set are named in a warning and not read.
+  envoyproxy/ratelimit mode
+                  without --config, when one of envoyproxy/ratelimit's variables
+                  (its settings.go: PORT, REDIS_URL, USE_STATSD, RUNTIME_ROOT, ...)
+                  is set: every one of them takes its value or envoyproxy/
+                  ratelimit's default (USE_STATSD=true, refused: set
+                  USE_STATSD=false and USE_PROMETHEUS=true; REDIS_URL its
+                  nutcracker socket; LOG_LEVEL=WARN), and one that limiterd
+                  cannot honour stops it with one line naming it.
+  defaults        neither: in memory, a token bucket of 10 tokens at 1/s.
+Flags given on the command line win over all three.
+`
+
+// ParseFlags reads the command line and the environment: the file
+// --config names, or, without it, envoyproxy/ratelimit's environment
+// variables when one of them is set (see the package doc), or the
+// defaults; then the flags given over them. Log output goes to stderr. A
+// flag error, flag.ErrHelp included, or a *ConfigError is returned as it
+// is.
 func ParseFlags(args []string, stderr io.Writer) (Config, error) {
+	return parseFlags(args, stderr, os.LookupEnv)
+}
+
+// parseFlags is ParseFlags reading the environment through lookup.
+func parseFlags(args []string, stderr io.Writer, lookup func(string) (string, bool)) (Config, error) {
 	// The first pass finds the file; the second puts the flags given over
-	// the file's values.
+	// the file's (or the environment's) values.
 	v := flagValues{given: map[string]bool{}}
 	first := defaultConfig()
 	fs := newFlagSet(&v, &first, stderr)
@@ -117,30 +158,61 @@ func ParseFlags(args []string, stderr io.Writer) (Config, error) {
 	if v.logFormat != "text" && v.logFormat != "json" {
 		return Config{}, fmt.Errorf("limiterd: --log-format must be text or json, not %q", v.logFormat)
 	}
-	level, err := parseLevel(v.logLevel)
-	if err != nil {
+	if _, err := parseLevel(v.logLevel); err != nil {
 		return Config{}, err
 	}
 	if err := first.Command.validate(); err != nil {
 		return Config{}, err
 	}
-	cfg, err := LoadConfig(v.config)
-	if err != nil {
-		return cfg, err
+	set := ratelimitVariablesSet(lookup)
+	var (
+		cfg Config
+		env envSettings
+		err error
+	)
+	rlMode := v.config == "" && len(set) > 0
+	if rlMode {
+		if cfg, env, err = ratelimitConfig(lookup, set[0]); err != nil {
+			return cfg, err
+		}
+	} else {
+		if cfg, err = LoadConfig(v.config); err != nil {
+			return cfg, err
+		}
+		cfg.MetricsAddr = fileMetricsAddr(cfg)
 	}
-	cfg.MetricsAddr = fileMetricsAddr(cfg)
 	fs = newFlagSet(&v, &cfg, io.Discard)
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
 	}
 	fs.Visit(func(f *flag.Flag) { v.given[f.Name] = true })
 	if v.rules != "" {
-		cfg.Envoy.RulesDir = v.rules
+		cfg.Envoy.RulesDir, cfg.Runtime = v.rules, nil
 	}
-	if err := applyGRPCSettings(&cfg, &v, os.LookupEnv); err != nil {
-		return cfg, err
+	if v.given["xds-server"] && !v.given["rules"] {
+		cfg.Envoy.RulesDir, cfg.Runtime = "", nil
 	}
-	cfg.Log = newLogger(v.logFormat, level, stderr)
+	applyGRPCFlags(&cfg, &v)
+	level, _ := parseLevel(v.logLevel)
+	format := v.logFormat
+	if rlMode {
+		if !v.given["log-level"] {
+			level = env.level
+		}
+		if !v.given["log-format"] {
+			format = env.format
+		}
+	}
+	cfg.Log = newLogger(format, level, stderr)
+	switch {
+	case rlMode:
+		cfg.Log.Info("configured by envoyproxy/ratelimit's environment variables and the flags given", "variables", strings.Join(set, ","))
+		for _, w := range env.warnings {
+			cfg.Log.Warn(w)
+		}
+	case len(set) > 0:
+		cfg.Log.Warn("envoyproxy/ratelimit's variables are set but not read: with --config the file is the whole configuration", "variables", strings.Join(set, ","))
+	}
 	return cfg, cfg.Validate()
 }
 

@@ -5,12 +5,15 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"os"
 	"strings"
 	"sync"
+	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -43,14 +46,18 @@ type server struct {
 	tls     *tls.Config // the gRPC port's; nil without TLS
 	headers httplimit.HeaderFormat
 	closers []func() error // in the order to close them
-	health  *health.Server // grpc.health.v1 on grpc-go's server: SERVING until the stop
+	health  *health.Server // grpc.health.v1 on both gRPC servers, following healthz
+	healthz *healthState   // GET /healthcheck and the gRPC health service
+	holder  string         // the Envoy store's allowance holder; "" without allowances
 
-	httpLn, grpcLn, metricsLn, debugLn net.Listener
+	httpLn, grpcLn, metricsLn, debugLn, rlconfigLn net.Listener
+	udsLn                                          net.Listener // the gRPC APIs on GRPCUDS; nil without it
 }
 
 // newServer builds the stores and services of cfg and opens the listeners.
 func newServer(cfg Config) (_ *server, err error) {
 	s := &server{cfg: cfg, log: cfg.Log, metrics: newMetrics(int(cfg.Limits.MaxMetricSeries)), health: health.NewServer()}
+	s.healthz = newHealthState(s.health, cfg.Envoy.HealthyWithRulesLoaded)
 	defer func() {
 		if err != nil {
 			s.close()
@@ -62,14 +69,16 @@ func newServer(cfg Config) (_ *server, err error) {
 	}
 	var rdb redis.UniversalClient
 	if cfg.Store == "redis" {
-		rdb = newRedisClient(cfg)
+		if rdb, err = newRedisClient(cfg); err != nil {
+			return nil, cfg.errField(redisTLSField(err), "%v", err)
+		}
 		s.closers = append(s.closers, rdb.Close)
 	}
 	if err := s.buildEnvoy(rdb); err != nil {
 		return nil, err
 	}
 	if s.tls, err = cfg.GRPCTLS.serverTLS(); err != nil {
-		return nil, &ConfigError{File: cfg.file, Field: "grpc_tls", Reason: err.Error()}
+		return nil, cfg.errField("grpc_tls", "%s", err.Error())
 	}
 	if s.keyed, err = newKeyed(cfg, rdb, s.metrics); err != nil {
 		return nil, err
@@ -78,26 +87,49 @@ func newServer(cfg Config) (_ *server, err error) {
 	return s, s.listen()
 }
 
-// newRedisClient connects to the configured server or cluster. The
-// password is never logged.
-func newRedisClient(cfg Config) redis.UniversalClient {
+// newRedisClient connects to the configured server, cluster or master
+// watched by Sentinel servers. The password is never logged.
+func newRedisClient(cfg Config) (redis.UniversalClient, error) {
 	r := cfg.Backends.Redis
-	if len(r.ClusterAddrs) > 0 {
+	tc, err := r.TLS.clientTLS()
+	if err != nil {
+		return nil, err
+	}
+	pool := int(r.PoolSize)
+	if pool == 0 {
+		pool = 64
+	}
+	t := r.Timeout // 0: go-redis's defaults
+	switch {
+	case r.SentinelMaster != "":
+		return redis.NewFailoverClient(&redis.FailoverOptions{
+			MasterName: r.SentinelMaster, SentinelAddrs: r.SentinelAddrs, SentinelPassword: r.SentinelPassword,
+			Username: r.Username, Password: cfg.RedisPassword(), DB: int(r.DB), PoolSize: pool, TLSConfig: tc,
+			DialTimeout: t, ReadTimeout: t, WriteTimeout: t,
+		}), nil
+	case len(r.ClusterAddrs) > 0:
 		return redis.NewClusterClient(&redis.ClusterOptions{
-			Addrs: r.ClusterAddrs, Password: cfg.RedisPassword(), PoolSize: 64,
-		})
+			Addrs: r.ClusterAddrs, Username: r.Username, Password: cfg.RedisPassword(), PoolSize: pool, TLSConfig: tc,
+			DialTimeout: t, ReadTimeout: t, WriteTimeout: t,
+		}), nil
 	}
 	return redis.NewClient(&redis.Options{
-		Addr: r.Addr, Password: cfg.RedisPassword(), DB: int(r.DB), PoolSize: 64,
-	})
+		Network: r.Network, Addr: r.Addr, Username: r.Username, Password: cfg.RedisPassword(), DB: int(r.DB),
+		PoolSize: pool, TLSConfig: tc, DialTimeout: t, ReadTimeout: t, WriteTimeout: t,
+	}), nil
 }
 
 // buildEnvoy makes the Envoy rate limit service and loads its rules.
 func (s *server) buildEnvoy(rdb redis.UniversalClient) error {
 	var store envoyrl.Store
 	if rdb != nil {
-		rs := redisstore.New(rdb, redisstore.Options{})
-		s.closers = append(s.closers, rs.Close)
+		rs := redisstore.New(rdb, redisstore.Options{
+			ExpirationJitter: s.cfg.Envoy.ExpirationJitterMax,
+			LocalAllowance:   s.cfg.Backends.Redis.LocalAllowance,
+		})
+		s.holder = rs.AllowanceHolder()
+		// Before the client: Close gives back what the allowances hold.
+		s.closers = append([]func() error{rs.Close}, s.closers...)
 		fs, err := s.envoyFallback(rs)
 		if err != nil {
 			return err
@@ -113,7 +145,7 @@ func (s *server) buildEnvoy(rdb redis.UniversalClient) error {
 		store = ms
 	}
 	e := s.cfg.Envoy
-	s.envoy = envoyrl.NewService(store, envoyrl.Options{
+	opts := envoyrl.Options{
 		StopIncrementWhenOverLimit: e.StopIncrementWhenOverLimit,
 		ShadowMode:                 e.ShadowMode,
 		KeyPrefix:                  e.KeyPrefix,
@@ -121,12 +153,23 @@ func (s *server) buildEnvoy(rdb redis.UniversalClient) error {
 		MaxDescriptors:             int(s.cfg.Limits.MaxDescriptors),
 		MaxDescriptorEntries:       int(s.cfg.Limits.MaxDescriptorEntries),
 		MaxKeyBytes:                int(s.cfg.Limits.MaxKeyBytes),
-	})
+		NearLimitRatio:             e.NearLimitRatio,
+		LocalCacheBytes:            e.LocalCacheBytes,
+	}
+	if e.NearLimitRatio == 0 {
+		opts.NearLimitRatio = -1 // envoyrl's zero is its default
+	}
+	if h := e.ResponseHeaders; h.Enabled {
+		opts.ResponseHeaders = &envoyrl.ResponseHeaders{Limit: h.Limit, Remaining: h.Remaining, Reset: h.Reset}
+	}
+	s.envoy = envoyrl.NewService(store, opts)
+	parse := envoyrl.ParseOptions{MergeDomains: e.MergeDomains}
 	if e.XDS.ServerURL != "" {
 		x, err := newXDSClient(e.XDS, s.envoy, s.log, s.metrics)
 		if err != nil {
-			return &ConfigError{File: s.cfg.file, Field: "envoy.xds", Reason: err.Error()}
+			return s.cfg.errField("envoy.xds", "%s", err.Error())
 		}
+		x.parse, x.use = parse, s.useRules
 		s.xds = x
 		return nil
 	}
@@ -134,12 +177,31 @@ func (s *server) buildEnvoy(rdb redis.UniversalClient) error {
 	if dir == "" {
 		return nil
 	}
+	read := func() ([]envoyrl.File, error) { return envoyrl.ReadDir(dir) }
+	if rt := s.cfg.Runtime; rt != nil {
+		dir = rt.dir()
+		if !dirExists(dir) {
+			return s.cfg.errField("RUNTIME_ROOT", "%s (RUNTIME_ROOT/RUNTIME_SUBDIRECTORY%s) is not a directory", dir, map[bool]string{false: "/RUNTIME_APPDIRECTORY", true: ""}[rt.WatchRoot])
+		}
+		read = rt.files
+	}
 	if !dirExists(dir) {
 		return &envoyrl.ConfigError{File: dir, Reason: "not a directory"}
 	}
-	s.rules = &ruleWatcher{dir: dir, svc: s.envoy, log: s.log, metrics: s.metrics}
+	s.rules = &ruleWatcher{dir: dir, read: read, svc: s.envoy, log: s.log, metrics: s.metrics, parse: parse, use: s.useRules}
 	_, err := s.rules.load()
 	return err
+}
+
+// useRules puts rules loaded from files or xDS in force: the service
+// decides by them, their series exist in /metrics, and the health counts
+// them as loaded when they name a domain.
+func (s *server) useRules(rules *envoyrl.Rules, files int) {
+	s.envoy.SetRules(rules)
+	s.metrics.rulesInForce(rules)
+	s.metrics.reloaded(true)
+	s.metrics.ruleFiles.Set(float64(files))
+	s.healthz.rulesLoaded(len(rules.Domains()) > 0)
 }
 
 // envoyMemoryOptions are the Envoy API's memory stores' options: as many
@@ -177,7 +239,7 @@ func (s *server) envoyFallback(primary envoyrl.Store) (envoyrl.Store, error) {
 		Fallback:  local,
 		Replicas:  s.cfg.Replicas,
 		Timeout:   storeTimeout,
-		OnFailure: func(error) { s.metrics.storeErrors.WithLabelValues("envoy").Inc() },
+		OnFailure: func(error) { s.metrics.envoyStoreError() },
 	})
 }
 
@@ -187,6 +249,11 @@ func (s *server) listen() (err error) {
 	}
 	if s.grpcLn, err = net.Listen("tcp", s.cfg.GRPCAddr); err != nil {
 		return fmt.Errorf("limiterd: --grpc-addr: %w", err)
+	}
+	if path := s.cfg.GRPCUDS; path != "" {
+		if s.udsLn, err = listenUnix(path); err != nil {
+			return fmt.Errorf("limiterd: GRPC_UDS: %w", err)
+		}
 	}
 	if addr := s.cfg.MetricsAddr; addr != "" {
 		if s.metricsLn, err = net.Listen("tcp", addr); err != nil {
@@ -198,12 +265,17 @@ func (s *server) listen() (err error) {
 			return fmt.Errorf("limiterd: --debug-addr: %w", err)
 		}
 	}
+	if addr := s.cfg.RLConfigAddr; addr != "" {
+		if s.rlconfigLn, err = net.Listen("tcp", addr); err != nil {
+			return fmt.Errorf("limiterd: --rlconfig-addr: %w", err)
+		}
+	}
 	return nil
 }
 
 // close releases the listeners and the stores.
 func (s *server) close() {
-	for _, ln := range []net.Listener{s.httpLn, s.grpcLn, s.metricsLn, s.debugLn} {
+	for _, ln := range []net.Listener{s.httpLn, s.grpcLn, s.udsLn, s.metricsLn, s.debugLn, s.rlconfigLn} {
 		if ln != nil {
 			ln.Close()
 		}
@@ -250,7 +322,11 @@ func (s *server) grpcServer() grpcServer {
 			grpc.MaxRecvMsgSize(int(c.GRPCMaxRecvMsgBytes)),
 			grpc.ConnectionTimeout(c.GRPCHandshakeTimeout),
 			grpc.KeepaliveEnforcementPolicy(keepalivePolicy(c)),
-			grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: c.GRPCMaxConnectionIdle}),
+			grpc.KeepaliveParams(keepalive.ServerParameters{
+				MaxConnectionIdle:     c.GRPCMaxConnectionIdle,
+				MaxConnectionAge:      c.GRPCMaxConnectionAge,
+				MaxConnectionAgeGrace: c.GRPCMaxConnectionAgeGrace,
+			}),
 		}
 		if s.tls != nil {
 			opts = append(opts, grpc.Creds(credentials.NewTLS(s.tls)))
@@ -258,16 +334,18 @@ func (s *server) grpcServer() grpcServer {
 		return grpc.NewServer(opts...)
 	}
 	return &unarygrpc.Server{
-		Codec:                envoyrl.Codec{},
-		Workers:              streamWorkers,
-		MaxConcurrentStreams: uint32(c.GRPCMaxConcurrentStreams),
-		MaxRecvMsgSize:       int(c.GRPCMaxRecvMsgBytes),
-		MaxHeaderListSize:    uint32(s.cfg.Limits.MaxHeaderBytes),
-		HandshakeTimeout:     c.GRPCHandshakeTimeout,
-		IdleTimeout:          c.GRPCMaxConnectionIdle,
-		KeepalivePolicy:      keepalivePolicy(c),
-		TLSConfig:            s.tls,
-		ErrorLog:             slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		Codec:                 envoyrl.Codec{},
+		Workers:               streamWorkers,
+		MaxConcurrentStreams:  uint32(c.GRPCMaxConcurrentStreams),
+		MaxRecvMsgSize:        int(c.GRPCMaxRecvMsgBytes),
+		MaxHeaderListSize:     uint32(s.cfg.Limits.MaxHeaderBytes),
+		HandshakeTimeout:      c.GRPCHandshakeTimeout,
+		IdleTimeout:           c.GRPCMaxConnectionIdle,
+		MaxConnectionAge:      c.GRPCMaxConnectionAge,
+		MaxConnectionAgeGrace: c.GRPCMaxConnectionAgeGrace,
+		KeepalivePolicy:       keepalivePolicy(c),
+		TLSConfig:             s.tls,
+		ErrorLog:              slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 }
 
@@ -278,9 +356,10 @@ func keepalivePolicy(c Servers) keepalive.EnforcementPolicy {
 	return keepalive.EnforcementPolicy{MinTime: c.GRPCKeepaliveMinTime, PermitWithoutStream: true}
 }
 
-// debugServer serves /debug/pprof/ on --debug-addr.
+// debugServer serves /debug/pprof/ and /rlconfig on --debug-addr.
 func (s *server) debugServer() *http.Server {
 	mux := http.NewServeMux()
+	mux.HandleFunc("GET /rlconfig", s.handleRLConfig)
 	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
 	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
@@ -289,6 +368,20 @@ func (s *server) debugServer() *http.Server {
 	srv := s.plainServer(mux)
 	srv.WriteTimeout = 0 // a CPU profile or a trace takes as long as it asks
 	return srv
+}
+
+// rlconfigServer serves /rlconfig on --rlconfig-addr.
+func (s *server) rlconfigServer() *http.Server {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /rlconfig", s.handleRLConfig)
+	return s.plainServer(mux)
+}
+
+// handleRLConfig writes the rules in force as envoyproxy/ratelimit's
+// /rlconfig does: one line per limit (see envoyrl.Rules.Dump).
+func (s *server) handleRLConfig(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = io.WriteString(w, s.envoy.Rules().Dump())
 }
 
 // plainServer is a net/http server of handler with the servers section's
@@ -320,17 +413,20 @@ func (s *server) serve(ctx context.Context) error {
 	healthpb.RegisterHealthServer(g, s.health)
 	reflection.Register(g)
 	hs := s.httpServer()
-	var ms, ds *http.Server
+	var ms, ds, rs *http.Server
+	if s.rlconfigLn != nil {
+		rs = s.rlconfigServer()
+	}
 	if s.metricsLn != nil {
 		mux := http.NewServeMux()
-		mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
+		mux.Handle("GET "+s.cfg.MetricsPath, promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
 		ms = s.plainServer(mux)
 	}
 	if s.debugLn != nil {
 		ds = s.debugServer()
 	}
 
-	errs := make(chan error, 4)
+	errs := make(chan error, 5)
 	var wg sync.WaitGroup
 	start := func(f func() error) {
 		wg.Add(1)
@@ -354,12 +450,18 @@ func (s *server) serve(ctx context.Context) error {
 		}
 	}
 	start(func() error { return g.Serve(s.grpcLn) })
+	if s.udsLn != nil {
+		start(func() error { return g.Serve(s.udsLn) })
+	}
 	start(func() error { return hs.Serve(s.httpLn) })
 	if ms != nil {
 		start(func() error { return ms.Serve(s.metricsLn) })
 	}
 	if ds != nil {
 		start(func() error { return ds.Serve(s.debugLn) })
+	}
+	if rs != nil {
+		start(func() error { return rs.Serve(s.rlconfigLn) })
 	}
 	if s.rules != nil {
 		wg.Add(1)
@@ -374,8 +476,9 @@ func (s *server) serve(ctx context.Context) error {
 	case err = <-errs:
 	}
 	cancel()
+	s.healthz.stop()
 	s.health.Shutdown()
-	s.shutdown(g, hs, ms, ds)
+	s.shutdown(g, hs, ms, ds, rs)
 	wg.Wait()
 	return err
 }
@@ -412,11 +515,17 @@ func (s *server) logStart() {
 		"http", s.httpLn.Addr().String(), "grpc", s.grpcLn.Addr().String(),
 		"store", s.cfg.Store, "algorithm", s.cfg.UseAlgo, "on_store_failure", s.cfg.OnStoreFailure,
 	}
+	if s.udsLn != nil {
+		attrs = append(attrs, "grpc_uds", s.cfg.GRPCUDS)
+	}
 	if s.metricsLn != nil {
-		attrs = append(attrs, "metrics", s.metricsLn.Addr().String())
+		attrs = append(attrs, "metrics", s.metricsLn.Addr().String(), "metrics_path", s.cfg.MetricsPath)
 	}
 	if s.debugLn != nil {
 		attrs = append(attrs, "debug", s.debugLn.Addr().String())
+	}
+	if s.rlconfigLn != nil {
+		attrs = append(attrs, "rlconfig", s.rlconfigLn.Addr().String())
 	}
 	if s.cfg.Store == "redis" {
 		r := s.cfg.Backends.Redis
@@ -432,6 +541,29 @@ func (s *server) logStart() {
 	if s.xds != nil {
 		attrs = append(attrs, "xds", s.xds.cfg.ServerURL, "domains", s.envoy.Rules().Domains())
 	}
+	if s.holder != "" {
+		attrs = append(attrs, "allowance_holder", s.holder)
+	}
 	attrs = append(attrs, "grpc_tls", s.tls != nil, "grpc_mtls", s.tls != nil && s.tls.ClientCAs != nil)
 	s.log.Info("limiterd started", attrs...)
+}
+
+// listenUnix listens on the Unix socket path, removing first a socket
+// file that nothing answers on (left by a process that did not stop
+// cleanly). Anything else at path is refused. The listener removes the
+// file when it is closed.
+func listenUnix(path string) (net.Listener, error) {
+	if st, err := os.Lstat(path); err == nil {
+		if st.Mode()&os.ModeSocket == 0 {
+			return nil, fmt.Errorf("%s exists and is not a socket", path)
+		}
+		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+			c.Close()
+			return nil, fmt.Errorf("%s is in use by another process", path)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, err
+		}
+	}
+	return net.Listen("unix", path)
 }

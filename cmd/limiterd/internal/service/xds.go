@@ -134,6 +134,8 @@ type xdsClient struct {
 	log     *slog.Logger
 	metrics *metrics
 	creds   credentials.TransportCredentials
+	parse   envoyrl.ParseOptions
+	use     func(rules *envoyrl.Rules, files int) // puts loaded rules in force
 
 	firstOnce sync.Once
 	first     chan struct{} // closed when the first rules are in use
@@ -251,7 +253,7 @@ func (x *xdsClient) session(ctx context.Context) (got bool, err error) {
 			req.ErrorDetail = &status.Status{Code: int32(codes.InvalidArgument), Message: err.Error()}
 			if resp.GetVersionInfo() != refused {
 				refused = resp.GetVersionInfo()
-				x.metrics.reloads.WithLabelValues("failure").Inc()
+				x.metrics.reloaded(false)
 				x.log.Error("xDS rules refused; keeping the last good rules", "version", refused, "err", err.Error())
 			} else if !sleep(ctx, x.cfg.BackoffInitial) {
 				// A server that answers a refusal with the same rules
@@ -297,13 +299,11 @@ func (x *xdsClient) apply(resp *discoveryv3.DiscoveryResponse) error {
 		}
 		files = append(files, f)
 	}
-	rules, err := envoyrl.Parse(files)
+	rules, err := envoyrl.ParseWith(files, x.parse)
 	if err != nil {
 		return err
 	}
-	x.svc.SetRules(rules)
-	x.metrics.reloads.WithLabelValues("success").Inc()
-	x.metrics.ruleFiles.Set(float64(len(files)))
+	x.use(rules, len(files))
 	return nil
 }
 

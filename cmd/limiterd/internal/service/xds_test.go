@@ -126,6 +126,7 @@ func TestRulesFromXDS(t *testing.T) {
 	addr := fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t))
 	cache := cachev3.NewSnapshotCache(true, cachev3.IDHash{}, nil)
 	xs := startXDSServer(t, addr, cache)
+	setRatelimitEnv(t)
 	t.Setenv("CONFIG_TYPE", "GRPC_XDS_SOTW")
 	t.Setenv("CONFIG_GRPC_XDS_SERVER_URL", addr)
 	t.Setenv("CONFIG_GRPC_XDS_NODE_ID", xdsNode)
@@ -207,6 +208,17 @@ func TestRulesFromXDS(t *testing.T) {
 	if !strings.Contains(m, `limiterd_rule_reloads_total{result="failure"} 1`) || !strings.Contains(m, `limiterd_rule_reloads_total{result="success"} 2`) {
 		t.Fatalf("reload metrics:\n%s", grepLines(m, "reloads"))
 	}
+	// The domain of rules from xDS is a label of its own, as a rule
+	// file's is.
+	for _, want := range []string{
+		`limiterd_decisions_total{api="envoy",domain="gw",result="over_limit",rule="gw.remote_address"} 1`,
+		`ratelimit_service_rate_limit_over_limit{domain="gw",key1="remote_address"} 1`,
+		"ratelimit_service_config_load_success 2", "ratelimit_service_config_load_error 1",
+	} {
+		if !strings.Contains(m, want+"\n") {
+			t.Fatalf("no %s in:\n%s", want, grepLines(m, `"gw"`)+"\n"+grepLines(m, "config_load"))
+		}
+	}
 
 	cache2 := cachev3.NewSnapshotCache(true, cachev3.IDHash{}, nil)
 	push(t, cache2, "4", 11)
@@ -275,7 +287,7 @@ func TestXDSConfigRefused(t *testing.T) {
 		{"CA without TLS", "envoy: {xds: {server_url: 'localhost:18000', ca_file: ca.pem}}\n", nil, nil, "envoy.xds.use_tls"},
 		{"bad metadata", "envoy: {xds: {server_url: 'localhost:18000', node_metadata: novalue}}\n", nil, nil, "envoy.xds.node_metadata"},
 		{"unknown config type", "", map[string]string{"CONFIG_TYPE": "CONSUL"}, nil, "CONFIG_TYPE: must be FILE or GRPC_XDS_SOTW"},
-		{"xDS and --rules", "", map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW"}, []string{"--rules", "/tmp"}, "set with rules_dir"},
+		{"xDS and --rules", "", map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "USE_STATSD": "false"}, []string{"--rules", "/tmp"}, "set with rules_dir"},
 		{"bad interval", "", map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "XDS_CLIENT_BACKOFF_MAX_INTERVAL": "soon"}, nil, "XDS_CLIENT_BACKOFF_MAX_INTERVAL"},
 	}
 	for _, c := range cases {

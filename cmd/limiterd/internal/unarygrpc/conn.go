@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"sync"
@@ -103,6 +104,7 @@ type conn struct {
 	gone       closedStreams // streams closed lately
 	pings      pingPolicy
 	settings   settingsPolicy
+	ageTimer   *time.Timer // MaxConnectionAge's, then its grace's; nil when none runs
 
 	// calls counts the streams opened and not yet done: a stream is done
 	// when its method returns, or when it ends before its request is
@@ -155,6 +157,7 @@ func (c *conn) serve() {
 	if err := c.handshake(); err != nil {
 		return
 	}
+	c.startAge()
 	for {
 		if !c.frameBuffered() {
 			c.mu.Lock()
@@ -187,6 +190,41 @@ func (c *conn) serve() {
 		if err := c.handleFrame(f); err != nil {
 			return
 		}
+	}
+}
+
+// startAge starts the wait of MaxConnectionAge, jittered by up to a tenth
+// either way.
+func (c *conn) startAge() {
+	age := c.srv.MaxConnectionAge
+	if age <= 0 {
+		return
+	}
+	age += time.Duration((rand.Float64()*0.2 - 0.1) * float64(age))
+	c.mu.Lock()
+	if !c.closed {
+		c.ageTimer = time.AfterFunc(age, c.ageOut)
+	}
+	c.mu.Unlock()
+}
+
+// ageOut starts a graceful stop of a connection that reached
+// MaxConnectionAge and, with calls in flight, the wait of its grace, after
+// which the connection is closed: the reader then ends it.
+func (c *conn) ageOut() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.goingAway || c.closed {
+		return
+	}
+	c.goAwayLocked(http2.ErrCodeNo, "max_age")
+	c.flushLocked()
+	if len(c.streams) == 0 {
+		c.shutdownLocked()
+		return
+	}
+	if g := c.srv.MaxConnectionAgeGrace; g > 0 {
+		c.ageTimer = time.AfterFunc(g, func() { c.nc.Close() })
 	}
 }
 
@@ -643,6 +681,9 @@ func (c *conn) close() {
 		return
 	}
 	c.closed = true
+	if c.ageTimer != nil {
+		c.ageTimer.Stop()
+	}
 	for _, st := range c.streams {
 		st.closed = true
 		st.cancel()

@@ -67,6 +67,16 @@ type Server struct {
 	// grpc-go's keepalive.ServerParameters.MaxConnectionIdle does; 0 means
 	// never.
 	IdleTimeout time.Duration
+	// MaxConnectionAge ends a connection this old, give or take a tenth
+	// at random so that connections opened together do not all end
+	// together: GOAWAY NO_ERROR "max_age", no new calls, close when the
+	// calls in flight are answered, as grpc-go's
+	// keepalive.ServerParameters.MaxConnectionAge does; 0 means never.
+	MaxConnectionAge time.Duration
+	// MaxConnectionAgeGrace is how long the calls in flight may take after
+	// that GOAWAY before the connection is closed under them; 0 means as
+	// long as they take.
+	MaxConnectionAgeGrace time.Duration
 	// KeepalivePolicy is how often a peer may ping, as in grpc-go: a ping
 	// sooner than MinTime after the previous one (sooner than two hours
 	// without calls in flight, unless PermitWithoutStream) is a strike, and

@@ -421,3 +421,57 @@ func TestEncodeMessage(t *testing.T) {
 		t.Fatal(got)
 	}
 }
+
+// TestMaxConnectionAge checks the age of connections: a call in flight
+// when the age is reached finishes within the grace, one still running
+// after the grace is cut (its context canceled, Unavailable), and the
+// client's next calls go on a new connection.
+func TestMaxConnectionAge(t *testing.T) {
+	const age, grace = 200 * time.Millisecond, 300 * time.Millisecond
+	t.Run("within the grace", func(t *testing.T) {
+		l := &limiter{release: make(chan struct{})}
+		addr := serveTest(t, &Server{MaxConnectionAge: age, MaxConnectionAgeGrace: 10 * time.Second}, l)
+		c := ratelimiterv1.NewRateLimiterClient(dial(t, addr))
+		answered := make(chan error, 1)
+		go func() {
+			_, err := c.Allow(ctxT(t), &ratelimiterv1.AllowRequest{Key: "block"})
+			answered <- err
+		}()
+		time.Sleep(2 * age)
+		close(l.release)
+		if err := <-answered; err != nil {
+			t.Fatalf("the call in flight at the connection's age: %v", err)
+		}
+		for i := range 3 {
+			if _, err := c.Allow(ctxT(t), &ratelimiterv1.AllowRequest{Key: "k"}); err != nil {
+				t.Fatalf("call %d after the age: %v", i, err)
+			}
+		}
+	})
+	t.Run("past the grace", func(t *testing.T) {
+		l := &limiter{release: make(chan struct{}), sawCancel: make(chan struct{}, 1)}
+		defer close(l.release)
+		addr := serveTest(t, &Server{MaxConnectionAge: age, MaxConnectionAgeGrace: grace}, l)
+		c := ratelimiterv1.NewRateLimiterClient(dial(t, addr))
+		began := time.Now()
+		answered := make(chan error, 1)
+		go func() {
+			_, err := c.Allow(ctxT(t), &ratelimiterv1.AllowRequest{Key: "block"})
+			answered <- err
+		}()
+		select {
+		case <-l.sawCancel:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the call was not cut after the grace")
+		}
+		if took := time.Since(began); took < age*9/10+grace {
+			t.Fatalf("cut after %v, before the age and the grace (%v)", took, age*9/10+grace)
+		}
+		if err := <-answered; status.Code(err) != codes.Unavailable {
+			t.Fatalf("the call cut: %v, want Unavailable", err)
+		}
+		if _, err := c.Allow(ctxT(t), &ratelimiterv1.AllowRequest{Key: "k"}); err != nil {
+			t.Fatalf("a call after: %v", err)
+		}
+	})
+}

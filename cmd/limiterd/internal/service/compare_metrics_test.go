@@ -1,0 +1,192 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/google/uuid"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/costwise/batcher/internal/redistest"
+)
+
+// TestSameMetricsAsEnvoyRatelimit runs limiterd and envoyproxy/ratelimit
+// with the same environment (envoyproxy/ratelimit's variables only: the
+// same runtime directory, Redis, Prometheus, response headers and local
+// cache; their own ports and key prefixes), sends both the same random
+// requests (one to three descriptors of compatRules, hits_addend 0 to 3),
+// and compares /healthcheck, /rlconfig, every answer, headers included,
+// then their ratelimit_service_rate_limit_* series. It is opt-in, as
+// TestSameAnswersAsEnvoyRatelimit is (scripts/compare-envoy-ratelimit).
+//
+// The series differ where envoyproxy/ratelimit's statsd-exporter mapping
+// does: it exports over_limit_with_local_cache of a one-level key under a
+// name of its own, ratelimit_service_rate_limit_<domain>_<key>_over_limit_with_local_cache,
+// and adds it to over_limit for a key of two levels or more (its pattern
+// is not anchored); it exports no series before its first hit.
+func TestSameMetricsAsEnvoyRatelimit(t *testing.T) {
+	bin := os.Getenv("LIMITERD_ENVOY_RATELIMIT_BIN")
+	if bin == "" {
+		t.Skip("set LIMITERD_ENVOY_RATELIMIT_BIN to envoyproxy/ratelimit's service_cmd (scripts/compare-envoy-ratelimit)")
+	}
+	redistest.Shared(t)
+	env := map[string]string{
+		"USE_STATSD": "false", "USE_PROMETHEUS": "true", "STATS_FLUSH_INTERVAL": "50ms",
+		"REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": redistest.Addr(),
+		"RUNTIME_ROOT": runtimeDir(t, map[string]string{"gw.yaml": compatRules}), "RUNTIME_SUBDIRECTORY": "ratelimit", "RUNTIME_WATCH_ROOT": "false",
+		"LIMIT_RESPONSE_HEADERS_ENABLED": "true", "LOCAL_CACHE_SIZE_IN_BYTES": "1048576",
+	}
+	theirs := startEnvoyRatelimitWith(t, bin, env)
+	env["CACHE_KEY_PREFIX"] = "ours-" + uuid.NewString() + "_"
+	env["PROMETHEUS_ADDR"] = "127.0.0.1:0"
+	p := startEnv(t, env)
+	// The same /healthcheck and /rlconfig (whose lines envoyproxy/ratelimit
+	// writes in no particular order).
+	for _, path := range []string{"/healthcheck", "/rlconfig"} {
+		ourAddr, theirAddr := p.http, theirs.http
+		if path == "/rlconfig" {
+			ourAddr, theirAddr = startAddr(t, p, "rlconfig"), theirs.debug
+		}
+		code, a := p.get("http://" + ourAddr + path)
+		theirCode, b := p.get("http://" + theirAddr + path)
+		if sortedLines(a) != sortedLines(b) || code != theirCode {
+			t.Fatalf("%s: limiterd %d\n%s\nenvoyproxy/ratelimit %d\n%s", path, code, a, theirCode, b)
+		}
+	}
+	ours, their := rlsv3.NewRateLimitServiceClient(dial(t, p.grpc)), rlsv3.NewRateLimitServiceClient(dial(t, theirs.grpc))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	redistest.AwayFromWindowEdge(time.Hour, time.Minute)
+	r := rand.New(rand.NewPCG(1, 2))
+	keys := [][]string{{"k"}, {"s"}, {"a", "b"}, {"free"}}
+	for i := range 400 {
+		req := &rlsv3.RateLimitRequest{Domain: "gw", HitsAddend: uint32(r.IntN(4))}
+		for range 1 + r.IntN(3) {
+			d := &rlv3.RateLimitDescriptor{}
+			for _, k := range keys[r.IntN(len(keys))] {
+				d.Entries = append(d.Entries, &rlv3.RateLimitDescriptor_Entry{Key: k, Value: strconv.Itoa(r.IntN(3))})
+			}
+			req.Descriptors = append(req.Descriptors, d)
+		}
+		a, err := ours.ShouldRateLimit(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := their.ShouldRateLimit(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The two answers may fall on either side of a second.
+		for _, resp := range []*rlsv3.RateLimitResponse{a, b} {
+			for _, st := range resp.Statuses {
+				st.DurationUntilReset = nil
+			}
+			for _, h := range resp.ResponseHeadersToAdd {
+				if h.Key == "RateLimit-Reset" {
+					h.Value = "(reset)"
+				}
+			}
+		}
+		if !proto.Equal(a, b) {
+			t.Fatalf("request %d %v:\nlimiterd:             %v\nenvoyproxy/ratelimit: %v", i, req, a, b)
+		}
+	}
+
+	want := map[string]float64{} // their series, from ours
+	for _, l := range strings.Split(p.metricsText(), "\n") {
+		name, v, ok := strings.Cut(l, " ")
+		if !ok || !strings.HasPrefix(name, "ratelimit_service_rate_limit_") {
+			continue
+		}
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f == 0 {
+			continue
+		}
+		deep := strings.Contains(name, "key2=")
+		if strings.HasPrefix(name, "ratelimit_service_rate_limit_over_limit_with_local_cache{") {
+			if deep {
+				name = strings.Replace(name, "_with_local_cache", "", 1)
+			} else {
+				labels := strings.Split(strings.Trim(strings.TrimPrefix(name, "ratelimit_service_rate_limit_over_limit_with_local_cache"), "{}"), ",")
+				name = "ratelimit_service_rate_limit"
+				for _, lv := range labels {
+					_, v, _ := strings.Cut(lv, "=")
+					name += "_" + strings.Trim(v, `"`)
+				}
+				name += "_over_limit_with_local_cache"
+			}
+		}
+		want[name] += f
+	}
+	var got map[string]float64
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		_, m := p.get("http://" + theirs.metrics + "/metrics")
+		got = map[string]float64{}
+		for _, l := range strings.Split(m, "\n") {
+			name, v, ok := strings.Cut(l, " ")
+			if ok && strings.HasPrefix(name, "ratelimit_service_rate_limit_") {
+				got[name], _ = strconv.ParseFloat(v, 64)
+			}
+		}
+		if fmt.Sprint(got) == fmt.Sprint(want) || time.Now().After(deadline) {
+			break
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("envoyproxy/ratelimit's series:\n%v\nwant, from limiterd's:\n%v", got, want)
+	}
+	t.Logf("%d series agree", len(want))
+}
+
+func sortedLines(s string) string {
+	l := strings.Split(strings.TrimSpace(s), "\n")
+	sort.Strings(l)
+	return strings.Join(l, "\n")
+}
+
+// ratelimitAddrs are the addresses of an envoyproxy/ratelimit.
+type ratelimitAddrs struct{ http, grpc, debug, metrics string }
+
+// startEnvoyRatelimitWith runs envoyproxy/ratelimit with env, on ports
+// of its own under a key prefix of its own.
+func startEnvoyRatelimitWith(t *testing.T, bin string, env map[string]string) ratelimitAddrs {
+	t.Helper()
+	port := func() string { return strconv.Itoa(redistest.FreePort(t)) }
+	httpPort, grpcPort, debugPort, promPort := port(), port(), port(), port()
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), "LOG_LEVEL=warn", "PROMETHEUS_ADDR=127.0.0.1:"+promPort,
+		"HOST=127.0.0.1", "GRPC_HOST=127.0.0.1", "DEBUG_HOST=127.0.0.1",
+		"PORT="+httpPort, "GRPC_PORT="+grpcPort, "DEBUG_PORT="+debugPort,
+		"CACHE_KEY_PREFIX=theirs-"+uuid.NewString()+"_")
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	log := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(log.String(), "Listening for gRPC") {
+		if time.Now().After(deadline) {
+			t.Fatalf("envoyproxy/ratelimit did not start: %s", log.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	a := func(port string) string { return "127.0.0.1:" + port }
+	return ratelimitAddrs{http: a(httpPort), grpc: a(grpcPort), debug: a(debugPort), metrics: a(promPort)}
+}

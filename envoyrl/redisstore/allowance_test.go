@@ -1,0 +1,449 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/costwise/batcher/envoyrl"
+	"github.com/costwise/batcher/envoyrl/redisstore"
+	"github.com/costwise/batcher/internal/redistest"
+)
+
+const allowanceRules = `
+domain: rs
+descriptors:
+  - key: hot
+    rate_limit: {unit: second, requests_per_unit: 300}
+  - key: spread
+    rate_limit: {unit: second, requests_per_unit: 20}
+`
+
+// fakeClock is a clock the test moves.
+type fakeClock struct{ ns atomic.Int64 }
+
+func (c *fakeClock) Now() time.Time      { return time.Unix(0, c.ns.Load()) }
+func (c *fakeClock) Add(d time.Duration) { c.ns.Add(int64(d)) }
+
+func newFakeClock(t time.Time) *fakeClock {
+	c := &fakeClock{}
+	c.ns.Store(t.UnixNano())
+	return c
+}
+
+// admissions counts what a store admitted per counter: a counter's key
+// names its window.
+type admissions struct {
+	envoyrl.Store
+	mu  sync.Mutex
+	got map[string]uint64
+}
+
+func (a *admissions) Add(ctx context.Context, counters []envoyrl.Counter) error {
+	if err := a.Store.Add(ctx, counters); err != nil {
+		return err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, c := range counters {
+		if c.Hits > 0 && c.Count <= c.Limit {
+			a.got[c.Key] += c.Hits
+		}
+	}
+	return nil
+}
+
+// commands is the server's count of commands run, scripts' own included,
+// and of script calls.
+func commands(t *testing.T, c *redis.Client) (all, scripts int64) {
+	t.Helper()
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
+		if !ok {
+			continue
+		}
+		n, _ := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
+		if name == "cmdstat_info" || name == "cmdstat_config|resetstat" {
+			continue
+		}
+		all += n
+		if strings.HasPrefix(name, "cmdstat_eval") {
+			scripts += n
+		}
+	}
+	return all, scripts
+}
+
+// TestAllowancesExactAcrossStores runs three stores with allowances on one
+// Redis, many callers each, on one hot descriptor and on a spread of
+// descriptors, the clock moved by the callers' own progress: in every
+// window, what the three admit together is at most the limit.
+func TestAllowancesExactAcrossStores(t *testing.T) {
+	srv := redistest.StartServer(t)
+	admin := srv.Client(t)
+	clock := newFakeClock(time.Unix(1_800_000_000, 0))
+	rules, err := envoyrl.Parse([]envoyrl.File{{Name: "r.yaml", Content: []byte(allowanceRules)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const instances, callers, windows, steps, perStep = 3, 12, 6, 10, 300
+	var (
+		svcs   []*envoyrl.Service
+		stores []*redisstore.Store
+		seen   []*admissions
+	)
+	for range instances {
+		st := redisstore.New(srv.Client(t), redisstore.Options{LocalAllowance: true, Now: clock.Now})
+		t.Cleanup(func() { st.Close() })
+		a := &admissions{Store: st, got: map[string]uint64{}}
+		s := envoyrl.NewService(a, envoyrl.Options{Now: clock.Now, KeyPrefix: "x_"})
+		s.SetRules(rules)
+		svcs, stores, seen = append(svcs, s), append(stores, st), append(seen, a)
+	}
+	if err := admin.ConfigResetStat(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	start := clock.Now()
+	var decisions atomic.Int64
+	total := int64(windows * steps * perStep)
+	var wg sync.WaitGroup
+	errs := make(chan error, instances*callers)
+	for i := range instances {
+		for j := range callers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for n := 0; ; n++ {
+					d := decisions.Add(1)
+					if d > total {
+						return
+					}
+					if d%perStep == 0 {
+						clock.Add(time.Second / steps)
+					}
+					r := req(1, "hot", "h")
+					if n%2 == 1 {
+						r = req(1, "spread", strconv.Itoa((i*callers+j+n)%10))
+					}
+					if _, err := svcs[i].ShouldRateLimit(context.Background(), r); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	all, scripts := commands(t, admin)
+	sum := map[string]uint64{}
+	for _, a := range seen {
+		for k, n := range a.got {
+			sum[k] += n
+		}
+	}
+	limits := map[string]uint64{"hot": 300, "spread": 20}
+	var hotMin, hotSum float64 = 2, 0
+	var hotLost uint64
+	hotWindows := 0
+	for k, n := range sum {
+		kind := strings.Split(k, "_")[2]
+		if n > limits[kind] {
+			t.Errorf("%s: %d admitted across the stores, over the limit %d", k, n, limits[kind])
+		}
+		// The first and last windows are partial.
+		w, _ := strconv.ParseInt(k[strings.LastIndexByte(k, '_')+1:], 10, 64)
+		if kind == "hot" && w > start.Unix() && w < start.Unix()+windows-1 {
+			r := float64(n) / float64(limits[kind])
+			hotMin, hotSum, hotWindows = min(hotMin, r), hotSum+r, hotWindows+1
+			hotLost += limits[kind] - min(n, limits[kind])
+		}
+	}
+	var st redisstore.AllowanceStats
+	for _, s := range stores {
+		x := s.AllowanceStats()
+		st.Local += x.Local
+		st.Takes += x.Takes
+		st.Lent += x.Lent
+		st.Returned += x.Returned
+		st.Forfeited += x.Forfeited
+	}
+	t.Logf("%d decisions (hot at 5x its limit, spread at 7.5x): %d Redis commands (%.4f per decision), %d script calls (%.4f per decision); %d decided locally; hot windows admitted/limit: min %.3f, mean %.3f over %d windows; lent %d, returned %d, forfeited %d",
+		total, all, float64(all)/float64(total), scripts, float64(scripts)/float64(total), st.Local, hotMin, hotSum/float64(max(hotWindows, 1)), hotWindows, st.Lent, st.Returned, st.Forfeited)
+	// At 5x its limit the hot counter reaches its limit in every window:
+	// what was not admitted is what was lent and not spent (a store whose
+	// callers the scheduler left idle holds its units until the window
+	// ends, so how much that is depends on the run).
+	if hotWindows == 0 || hotLost > st.Forfeited+st.Returned {
+		t.Errorf("hot descriptor: %d units not admitted over %d windows, more than the %d lent and not spent", hotLost, hotWindows, st.Forfeited+st.Returned)
+	}
+	if st.Local == 0 {
+		t.Error("nothing was decided from an allowance")
+	}
+}
+
+const hourRules = `
+domain: rs
+descriptors:
+  - key: hot
+    rate_limit: {unit: hour, requests_per_unit: 1000}
+`
+
+// TestAllowanceGivenBackOnClose checks that Close returns what a store
+// holds: the counter falls back to what was spent.
+func TestAllowanceGivenBackOnClose(t *testing.T) {
+	srv := redistest.StartServer(t)
+	admin := srv.Client(t)
+	clock := newFakeClock(time.Now().Truncate(time.Hour).Add(time.Minute))
+	rules, err := envoyrl.Parse([]envoyrl.File{{Name: "r.yaml", Content: []byte(hourRules)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := redisstore.New(srv.Client(t), redisstore.Options{LocalAllowance: true, Now: clock.Now})
+	s := envoyrl.NewService(st, envoyrl.Options{Now: clock.Now})
+	const hits = 25
+	s.SetRules(rules)
+	for range hits {
+		if _, err := s.ShouldRateLimit(context.Background(), req(1, "hot", "h")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key := fmt.Sprintf("rs_hot_h_%d", clock.Now().Truncate(time.Hour).Unix())
+	held, _ := admin.Get(context.Background(), key).Uint64()
+	if held <= hits {
+		t.Fatalf("counter %d after %d hits: no allowance was taken", held, hits)
+	}
+	st.Close()
+	back, _ := admin.Get(context.Background(), key).Uint64()
+	if back != hits {
+		t.Errorf("counter %d after Close, want the %d hits spent", back, hits)
+	}
+	if x := st.AllowanceStats(); x.Returned != held-hits {
+		t.Errorf("stats: %+v, want %d returned", x, held-hits)
+	}
+}
+
+const semanticsRules = `
+domain: rs
+descriptors:
+  - key: a
+    rate_limit: {unit: second, requests_per_unit: 30}
+  - key: b
+    rate_limit: {unit: minute, requests_per_unit: 100}
+  - key: c
+    rate_limit: {unit: second, requests_per_unit: 8}
+    shadow_mode: true
+`
+
+// TestAllowanceAnswersAsOneTrip: a store with allowances, alone on its
+// counters, answers every request as the memory store does (what a
+// one-trip INCRBY per descriptor answers): codes, limit_remaining,
+// hits_addend (0 and above the units held), several descriptors on one
+// counter, StopIncrementWhenOverLimit and shadow mode, over many windows.
+func TestAllowanceAnswersAsOneTrip(t *testing.T) {
+	srv := redistest.StartServer(t)
+	rules, err := envoyrl.Parse([]envoyrl.File{{Name: "r.yaml", Content: []byte(semanticsRules)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rng0 atomic.Int64
+	for _, o := range []envoyrl.Options{{}, {StopIncrementWhenOverLimit: true}, {ShadowMode: true}} {
+		t.Run(fmt.Sprintf("stop=%v,shadow=%v", o.StopIncrementWhenOverLimit, o.ShadowMode), func(t *testing.T) {
+			// A clock ahead of the server's, so that give-backs (the sweep
+			// may run) land inside their windows.
+			clock := newFakeClock(time.Now().Add(24 * time.Hour).Truncate(time.Minute))
+			o.Now, o.KeyPrefix = clock.Now, fmt.Sprintf("sem%d_", rng0.Add(1))
+			mem, err := envoyrl.NewMemoryStore(envoyrl.MemoryOptions{Now: clock.Now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { mem.Close() })
+			st := redisstore.New(srv.Client(t), redisstore.Options{LocalAllowance: true, Now: clock.Now})
+			t.Cleanup(func() { st.Close() })
+			want, got := envoyrl.NewService(mem, o), envoyrl.NewService(st, o)
+			want.SetRules(rules)
+			got.SetRules(rules)
+			rng := rand.New(rand.NewPCG(1, uint64(len(t.Name()))))
+			for i := range 6000 {
+				r := &rlsv3.RateLimitRequest{Domain: "rs", HitsAddend: uint32(rng.IntN(3))}
+				for range 1 + rng.IntN(3) {
+					d := &rlv3.RateLimitDescriptor{Entries: []*rlv3.RateLimitDescriptor_Entry{
+						{Key: []string{"a", "a", "a", "b", "c"}[rng.IntN(5)], Value: strconv.Itoa(rng.IntN(2))},
+					}}
+					if rng.IntN(8) == 0 {
+						d.HitsAddend = wrapperspb.UInt64(uint64(rng.IntN(12)))
+					}
+					r.Descriptors = append(r.Descriptors, d)
+				}
+				a, err := want.ShouldRateLimit(context.Background(), r)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, err := got.ShouldRateLimit(context.Background(), r)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !proto.Equal(a, b) {
+					t.Fatalf("request %d %v at %v:\nmemory     %v\nallowances %v", i, r, clock.Now(), a, b)
+				}
+				clock.Add(time.Duration(rng.IntN(4)) * time.Millisecond)
+			}
+			if st.AllowanceStats().Local == 0 {
+				t.Fatal("nothing was decided from an allowance")
+			}
+			t.Logf("%+v", st.AllowanceStats())
+		})
+	}
+}
+
+// TestAllowanceGiveBack: a counter that cools is given back by the sweep
+// while its window lasts, and never once the window has ended on the
+// server's clock, nor twice.
+func TestAllowanceGiveBack(t *testing.T) {
+	srv := redistest.StartServer(t)
+	admin := srv.Client(t)
+	rules, err := envoyrl.Parse([]envoyrl.File{{Name: "r.yaml", Content: []byte(hourRules)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name  string
+		start time.Time
+		back  bool
+	}{
+		{"window lasting", time.Now().Add(time.Hour).Truncate(time.Hour).Add(time.Minute), true},
+		{"window ended", time.Now().Add(-2 * time.Hour).Truncate(time.Hour).Add(time.Minute), false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			clock := newFakeClock(c.start)
+			st := redisstore.New(srv.Client(t), redisstore.Options{LocalAllowance: true, Now: clock.Now})
+			t.Cleanup(func() { st.Close() })
+			s := envoyrl.NewService(st, envoyrl.Options{Now: clock.Now, KeyPrefix: strings.ReplaceAll(c.name, " ", "") + "_"})
+			s.SetRules(rules)
+			const hits = 25
+			for range hits {
+				if _, err := s.ShouldRateLimit(context.Background(), req(1, "hot", "h")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			key := fmt.Sprintf("%s_rs_hot_h_%d", strings.ReplaceAll(c.name, " ", ""), c.start.Truncate(time.Hour).Unix())
+			held, _ := admin.Get(context.Background(), key).Uint64()
+			if held <= hits {
+				t.Fatalf("counter %d after %d hits: no allowance was taken", held, hits)
+			}
+			clock.Add(time.Second) // cooled: no decision for 4 periods
+			st.SweepForTest()
+			st.SweepForTest()
+			now, _ := admin.Get(context.Background(), key).Uint64()
+			x := st.AllowanceStats()
+			switch {
+			case c.back && (now != hits || x.Returned != held-hits):
+				t.Errorf("counter %d, %+v after the sweep: want %d, %d given back", now, x, hits, held-hits)
+			case !c.back && (now != held || x.Returned != 0 || x.Forfeited != held-hits):
+				t.Errorf("counter %d, %+v after the sweep: want it untouched at %d, %d forfeited", now, x, held, held-hits)
+			}
+		})
+	}
+}
+
+// TestAllowanceCloseUnderLoad closes a store while callers decide on a hot
+// counter: Close returns, the callers get answers or ErrClosed, and what
+// the store held is given back (no goroutine outlives it: goleak).
+func TestAllowanceCloseUnderLoad(t *testing.T) {
+	srv := redistest.StartServer(t)
+	admin := srv.Client(t)
+	rules, err := envoyrl.Parse([]envoyrl.File{{Name: "r.yaml", Content: []byte(hourRules)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := redisstore.New(srv.Client(t), redisstore.Options{LocalAllowance: true})
+	s := envoyrl.NewService(st, envoyrl.Options{})
+	s.SetRules(rules)
+	redistest.AwayFromWindowEdge(time.Hour, 10*time.Second)
+	const callers = 16
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				resp, err := s.ShouldRateLimit(context.Background(), req(1, "hot", "h"))
+				if err != nil {
+					var se *envoyrl.StoreError
+					if !errors.As(err, &se) || !errors.Is(err, redisstore.ErrClosed) {
+						t.Errorf("after Close: %v, want ErrClosed", err)
+					}
+					return
+				}
+				if resp.OverallCode == rlsv3.RateLimitResponse_OK {
+					admitted.Add(1)
+				}
+			}
+		}()
+	}
+	for admitted.Load() < 200 {
+		time.Sleep(time.Millisecond)
+	}
+	st.Close()
+	wg.Wait()
+	key := fmt.Sprintf("rs_hot_h_%d", time.Now().Truncate(time.Hour).Unix())
+	n, _ := admin.Get(context.Background(), key).Int64()
+	// The calls in flight when the workers stop (one per caller at most)
+	// may be counted although answered ErrClosed, as without allowances.
+	if x, a := st.AllowanceStats(), admitted.Load(); n < a || n > a+callers || x.Local == 0 || x.Returned == 0 {
+		t.Errorf("counter %d after Close, %d admitted (%+v): want the admitted, and at most %d more", n, a, x, callers)
+	}
+}
+
+// TestAllowanceColdDescriptorsDoNotCrowdOut: descriptors decided once or
+// twice take none of the MaxAllowances places, so a hot one still gets an
+// allowance.
+func TestAllowanceColdDescriptorsDoNotCrowdOut(t *testing.T) {
+	srv := redistest.StartServer(t)
+	admin := srv.Client(t)
+	rules, err := envoyrl.Parse([]envoyrl.File{{Name: "r.yaml", Content: []byte(hourRules)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := newFakeClock(time.Now().Add(time.Hour).Truncate(time.Hour).Add(time.Minute))
+	st := redisstore.New(srv.Client(t), redisstore.Options{LocalAllowance: true, Now: clock.Now, MaxAllowances: 8})
+	t.Cleanup(func() { st.Close() })
+	s := envoyrl.NewService(st, envoyrl.Options{Now: clock.Now})
+	s.SetRules(rules)
+	for i := range 100 {
+		if _, err := s.ShouldRateLimit(context.Background(), req(1, "hot", "cold"+strconv.Itoa(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const hits = 25
+	for range hits {
+		if _, err := s.ShouldRateLimit(context.Background(), req(1, "hot", "h")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key := fmt.Sprintf("rs_hot_h_%d", clock.Now().Truncate(time.Hour).Unix())
+	if n, _ := admin.Get(context.Background(), key).Uint64(); n <= hits {
+		t.Fatalf("counter %d after %d hits: the hot descriptor got no allowance", n, hits)
+	}
+}

@@ -1,0 +1,368 @@
+package redislimit_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/costwise/batcher/internal/redistest"
+	"github.com/costwise/batcher/limit"
+	"github.com/costwise/batcher/limit/limittest"
+	"github.com/costwise/batcher/limit/redislimit"
+)
+
+// lateHook moves a fake clock forward once, after the command that follows
+// its arming has been answered: an answer that arrives late.
+type lateHook struct {
+	clock *limittest.Clock
+	by    time.Duration
+	armed atomic.Bool
+}
+
+func (h *lateHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *lateHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if h.armed.CompareAndSwap(true, false) {
+			h.clock.Advance(h.by)
+		}
+		return err
+	}
+}
+
+func (h *lateHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// makeHot makes key hot at s under p: its next decision there takes an
+// allowance.
+func makeHot(t *testing.T, s *redislimit.Store, key string, p limit.Policy) {
+	t.Helper()
+	s.MakeHotForTest(key, p)
+}
+
+// drain spends cost 1 on key from s until a decision is denied and returns
+// how many were allowed.
+func drain(t *testing.T, s limit.Store, key string, p limit.Policy) int64 {
+	t.Helper()
+	n := int64(0)
+	for {
+		dec, err := s.AllowN(context.Background(), key, p, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !dec.Allowed {
+			return n
+		}
+		n++
+	}
+}
+
+// TestAllowanceLateAnswerIsNotSpent: a grant whose answer arrives after
+// its lease (and, on a window, after the window) has ended is not spent:
+// its units were, or will be, charged at the lease's end, and the window
+// they were counted in is over. The decision takes the one-trip path.
+func TestAllowanceLateAnswerIsNotSpent(t *testing.T) {
+	for _, tc := range []struct {
+		p     limit.Policy
+		start time.Duration // into the window
+		late  time.Duration
+	}{
+		// Charged at its end, 100ms in, the grant of 10 would have drained
+		// to 1 by the time it is spent: 9 more for the others.
+		{limit.TokenBucket(10, limit.PerSecond(10)).Named("tb"), 0, time.Second},
+		// Counted in the window that ends 200ms later, spent in the next.
+		{limit.FixedWindow(10, time.Second).Named("fw"), 800 * time.Millisecond, 300 * time.Millisecond},
+		{limit.SlidingWindow(10, time.Second).Named("sw"), 800 * time.Millisecond, 1300 * time.Millisecond},
+	} {
+		t.Run(tc.p.Name, func(t *testing.T) {
+			clock := limittest.NewClock(windowStart.Add(tc.start))
+			c := connect(t)
+			prefix := testPrefix(t, c)
+			hook := &lateHook{clock: clock, by: tc.late}
+			c.AddHook(hook)
+			a, err := redislimit.New(c, redislimit.Options{Prefix: prefix, Clock: clock, LocalAllowance: true,
+				AllowanceLease: 100 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = a.Close(context.Background()) })
+			b, err := redislimit.New(connect(t), redislimit.Options{Prefix: prefix, Clock: clock})
+			if err != nil {
+				t.Fatal(err)
+			}
+			makeHot(t, a, "k", tc.p)
+			hook.armed.Store(true)
+			dec, err := a.AllowN(context.Background(), "k", tc.p, 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			admitted := drain(t, b, "k", tc.p)
+			if dec.Allowed {
+				admitted += 10
+			}
+			if admitted > tc.p.Limit {
+				t.Fatalf("admitted %d at one instant (the late grant's 10 included: %v), over the limit %d",
+					admitted, dec.Allowed, tc.p.Limit)
+			}
+		})
+	}
+}
+
+// TestAllowanceWindowDeadStore: a store that dies holding units of a
+// window loses them until the window ends (they stay counted, the lease
+// ends unreported), and the next window has its whole limit.
+func TestAllowanceWindowDeadStore(t *testing.T) {
+	for _, p := range []limit.Policy{
+		limit.FixedWindow(500, time.Minute).Named("fw"),
+		limit.SlidingWindow(500, time.Minute).Named("sw"),
+	} {
+		t.Run(p.Name, func(t *testing.T) {
+			clock := limittest.NewClock(time.Unix(1_700_000_040, 0)) // a minute's start
+			stores := allowanceStores(t, clock, 3)
+			for _, s := range stores {
+				makeHot(t, s, "hot", p)
+			}
+			got := admit(t, stores[:1], p, 1, 10)
+			got += admit(t, stores, p, 4, 30)
+			held := stores[0].KillForTest()
+			if held == 0 {
+				t.Fatal("the dead store held nothing: the test needs it to hold units")
+			}
+			for _, s := range stores[1:] {
+				if err := s.Close(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before := drainRest(t, stores[1], p)
+			clock.Advance(2 * time.Second) // past the lease: the units stay counted
+			after := drainRest(t, stores[1], p)
+			if lost := p.Limit - got - before - after; lost != held || after != 0 {
+				t.Fatalf("admitted %d+%d+%d of %d: lost %d, want exactly the %d units the dead store held",
+					got, before, after, p.Limit, lost, held)
+			}
+			t.Logf("%s: dead store held %d of %d; lost until the window ends", p.Name, held, p.Limit)
+			clock.Advance(time.Minute) // the next window
+			next := drainRest(t, stores[1], p)
+			want := p.Limit
+			if p.Algorithm == limit.SlidingWindowAlgorithm {
+				// 2s into the window, the last one's count weighs 58/60.
+				want = p.Limit - (p.Limit*58+59)/60
+			}
+			if next != want {
+				t.Fatalf("next window: admitted %d, want %d", next, want)
+			}
+		})
+	}
+}
+
+// restartPair starts a Redis server of the test's own and returns a store
+// with allowances and a one-trip store on it, on clock.
+func restartPair(t *testing.T, clock limit.Clock) (*redistest.Server, *redislimit.Store, *redislimit.Store, func()) {
+	t.Helper()
+	srv := redistest.StartServer(t)
+	ca, cb := srv.Client(t), srv.Client(t)
+	a, err := redislimit.New(ca, redislimit.Options{Prefix: "r:", Clock: clock, LocalAllowance: true,
+		AllowanceLease: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = a.Close(ctx)
+	})
+	b, err := redislimit.New(cb, redislimit.Options{Prefix: "r:", Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reconnect := func() {
+		for _, c := range []*redis.Client{ca, cb} {
+			deadline := time.Now().Add(10 * time.Second)
+			for c.Ping(context.Background()).Err() != nil {
+				if time.Now().After(deadline) {
+					t.Fatal("no answer from the restarted server")
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+	}
+	return srv, a, b, reconnect
+}
+
+// TestAllowanceRedisRestartedEmpty: Redis restarts empty while a store
+// holds units. Before the restart the key's state counted them (lent);
+// after it, the holder spends what it holds until its next call, which
+// reports those spends to the new state. So a holder that calls before the
+// others fill the new state admits nothing beyond the limit after the
+// restart; one that spends after they have filled it admits at most what
+// it held. Across the restart the total stays within what the old state
+// counted plus one limit: the bound of the one-trip path, whose restart
+// forgets the old state the same way.
+func TestAllowanceRedisRestartedEmpty(t *testing.T) {
+	for _, p := range []limit.Policy{
+		limit.TokenBucket(100, limit.PerHour(1)).Named("tb"),
+		limit.FixedWindow(100, time.Hour).Named("fw"),
+		limit.SlidingWindow(100, time.Hour).Named("sw"),
+	} {
+		for _, mode := range []string{"holder spends first", "holder renews first", "one-trip first"} {
+			t.Run(p.Name+"/"+mode, func(t *testing.T) {
+				clock := limittest.NewClock(time.Unix(1_699_999_200, 0)) // an hour's start
+				srv, a, b, reconnect := restartPair(t, clock)
+				makeHot(t, a, "k", p)
+				a1 := drainN(t, a, p, 20)
+				a.WaitSettledForTest()
+				held := a.HeldUnitsForTest()
+				b1 := drain(t, b, "k", p)
+				if a1+b1+held != p.Limit || held == 0 {
+					t.Fatalf("before the restart: %d + %d admitted, %d held, want the limit %d in all, some held",
+						a1, b1, held, p.Limit)
+				}
+				srv.Restart(t)
+				reconnect()
+				var after int64
+				switch mode {
+				case "holder spends first":
+					after += drainN(t, a, p, held+20) // the units held, then a call
+					after += drain(t, b, "k", p)
+				case "holder renews first":
+					// A cost over what it holds: a call that finds the lease
+					// gone. The units held stay unspent from then on.
+					dec, err := a.AllowN(context.Background(), "k", p, held+1)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if dec.Allowed {
+						after += held + 1
+					}
+					after += drainN(t, a, p, 2*held)
+					after += drain(t, b, "k", p)
+				default:
+					after += drain(t, b, "k", p)
+					after += drainN(t, a, p, held+20)
+				}
+				t.Logf("held %d at the restart; admitted %d before, %d after (limit %d)", held, a1+b1, after, p.Limit)
+				if mode != "one-trip first" && after > p.Limit {
+					t.Fatalf("after the restart: %d admitted, over the limit %d", after, p.Limit)
+				}
+				if after > p.Limit+held || a1+b1+after > 2*p.Limit {
+					t.Fatalf("after the restart: %d admitted, over the limit %d plus the %d held", after, p.Limit, held)
+				}
+			})
+		}
+	}
+}
+
+// drainN decides cost 1 on "k" n times from s and returns how many were
+// allowed.
+func drainN(t *testing.T, s *redislimit.Store, p limit.Policy, n int64) int64 {
+	t.Helper()
+	got := int64(0)
+	for range n {
+		dec, err := s.AllowN(context.Background(), "k", p, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if dec.Allowed {
+			got++
+		}
+	}
+	return got
+}
+
+// TestAllowanceRedisFrozen: Redis stops answering (SIGSTOP) while a store
+// holds units: its decisions go on from them, locally, until its lease
+// ends; then they fail as the store fails without allowances, within the
+// caller's timeout.
+func TestAllowanceRedisFrozen(t *testing.T) {
+	const (
+		leaseFor = time.Second
+		timeout  = 100 * time.Millisecond
+	)
+	srv := redistest.StartServer(t)
+	s, err := redislimit.New(srv.Client(t), redislimit.Options{Prefix: "f:", LocalAllowance: true,
+		AllowanceLease: leaseFor})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := limit.TokenBucket(100_000, limit.PerHour(1)).Named("tb")
+	decide := func() (limit.Decision, time.Duration, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		start := time.Now()
+		dec, err := s.AllowN(ctx, "k", p, 1)
+		return dec, time.Since(start), err
+	}
+	// A fast warm-up: the store learns a high rate and takes a large
+	// allowance.
+	makeHot(t, s, "k", p)
+	for start := time.Now(); time.Since(start) < 300*time.Millisecond; {
+		if _, _, err := decide(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	s.WaitSettledForTest()
+	held := s.HeldUnitsForTest()
+	if held < 2 {
+		t.Fatalf("held %d after the warm-up, want an allowance", held)
+	}
+	// Decisions paced so that what is held outlasts the lease.
+	pace := max(5*time.Millisecond, 2*leaseFor/time.Duration(held))
+	srv.Freeze(t)
+	frozeAt := time.Now()
+	thawed := false
+	defer func() {
+		if !thawed {
+			srv.Thaw(t)
+		}
+	}()
+	var local int64
+	var firstErr time.Duration
+	var slowest time.Duration
+	for errs := 0; errs < 5; {
+		dec, took, err := decide()
+		if err != nil {
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("error %v, want the caller's deadline", err)
+			}
+			if firstErr == 0 {
+				firstErr = time.Since(frozeAt)
+			}
+			slowest = max(slowest, took)
+			errs++
+			continue
+		}
+		if firstErr != 0 {
+			t.Fatal("a decision succeeded on a frozen server after the allowance ran out")
+		}
+		if !dec.Allowed {
+			t.Fatal("a decision from the allowance was denied")
+		}
+		local++
+		time.Sleep(pace)
+	}
+	srv.Thaw(t)
+	thawed = true
+	t.Logf("Redis frozen holding %d units: %d decisions (one per %v) served from the allowance for %v, then errors within %v (timeout %v)",
+		held, local, pace, firstErr.Round(time.Millisecond), slowest.Round(time.Millisecond), timeout)
+	if local == 0 {
+		t.Fatal("no decision served from the allowance while Redis was frozen")
+	}
+	if firstErr > leaseFor+timeout+boundMargin {
+		t.Fatalf("decisions went on %v into the freeze, past the lease of %v", firstErr, leaseFor)
+	}
+	if slowest > timeout+boundMargin {
+		t.Fatalf("a failing decision took %v, over its timeout %v", slowest, timeout)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
