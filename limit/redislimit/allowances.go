@@ -207,8 +207,14 @@ func (a *allowances) get(rk, key string, p limit.Policy) *allowance {
 		return nil
 	}
 	delete(sh.heat, rk)
+	// The first rate: the cost decided in the last busy period, or, when
+	// all of it was cost 0, one unit a decision.
+	first := h.prevCost
+	if first == 0 {
+		first = int64(h.prev)
+	}
 	r := &allowance{rk: rk, key: key, p: p, lastUse: now, rateAt: now,
-		rate: float64(h.prevCost) / a.period.Seconds()}
+		rate: float64(first) / a.period.Seconds()}
 	sh.recs[rk] = r
 	a.count.Add(1)
 	a.start()
