@@ -79,11 +79,27 @@ func freeAddr(t *testing.T) string {
 // until it serves. It is stopped at the test's cleanup.
 func startLimiterd(t *testing.T, config, rulesDir string) *limiterd {
 	t.Helper()
-	l := &limiterd{http: freeAddr(t), grpc: freeAddr(t), metrics: freeAddr(t), stderr: &lockedBuffer{}}
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, limiterdBin, "--config", config, "--rules", rulesDir,
+	l := &limiterd{http: freeAddr(t), grpc: freeAddr(t), metrics: freeAddr(t)}
+	l.stderr = runLimiterd(t, nil, func(stderr string) bool { return strings.Contains(stderr, `"limiterd started"`) },
+		"--config", config, "--rules", rulesDir,
 		"--http-addr", l.http, "--grpc-addr", l.grpc, "--metrics-addr", l.metrics, "--log-format", "json")
-	cmd.Stderr = l.stderr
+	return l
+}
+
+// runLimiterd runs the built limiterd with args and, when env is not nil,
+// that environment alone (and PATH), until the test's cleanup, which stops
+// it as a pod's SIGTERM would. It returns once ready, given the standard
+// error so far, reports true; it fails the test if limiterd exits first
+// or is not ready within 30 s.
+func runLimiterd(t *testing.T, env []string, ready func(stderr string) bool, args ...string) *lockedBuffer {
+	t.Helper()
+	stderr := &lockedBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, limiterdBin, args...)
+	if env != nil {
+		cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
+	}
+	cmd.Stderr = stderr
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	cmd.WaitDelay = 15 * time.Second
 	if err := cmd.Start(); err != nil {
@@ -94,22 +110,22 @@ func startLimiterd(t *testing.T, config, rulesDir string) *limiterd {
 	t.Cleanup(func() {
 		cancel()
 		if err := <-exited; err != nil && ctx.Err() == nil {
-			t.Errorf("limiterd: %v: %s", err, l.stderr.String())
+			t.Errorf("limiterd: %v: %s", err, stderr.String())
 		}
 	})
 	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(l.stderr.String(), `"limiterd started"`) {
+	for !ready(stderr.String()) {
 		select {
 		case err := <-exited:
 			exited <- err
-			t.Fatalf("limiterd --config %s refused to start (%v): %s", config, err, l.stderr.String())
+			t.Fatalf("limiterd %v refused to start (%v): %s", args, err, stderr.String())
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("limiterd did not start within 30 s: %s", l.stderr.String())
+			t.Fatalf("limiterd %v not ready within 30 s: %s", args, stderr.String())
 		}
 	}
-	return l
+	return stderr
 }
 
 // checkLimiterdConfigFile starts limiterd with the file: limiterd's own

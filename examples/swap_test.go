@@ -2,10 +2,10 @@ package examples
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -87,44 +87,15 @@ func checkSwapDeployment(t *testing.T, file string) {
 	env["GRPC_HOST"], env["GRPC_PORT"] = hostPort(grpcAddr)
 	env["PROMETHEUS_ADDR"] = promAddr
 	env["DEBUG_HOST"], env["DEBUG_PORT"] = hostPort(freeAddr(t))
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, limiterdBin)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	var environ []string
 	for k, v := range env {
-		cmd.Env = append(cmd.Env, k+"="+v)
+		environ = append(environ, k+"="+v)
 	}
-	stderr := &lockedBuffer{}
-	cmd.Stderr = stderr
-	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
-	cmd.WaitDelay = 15 * time.Second
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-exited; err != nil && ctx.Err() == nil {
-			t.Errorf("limiterd: %v: %s", err, stderr.String())
-		}
-	})
 	base := "http://" + httpAddr
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		select {
-		case err := <-exited:
-			exited <- err
-			t.Fatalf("limiterd refused the Deployment's environment (%v): %s", err, stderr.String())
-		default:
-		}
-		if code, _ := tryGet(base + "/healthcheck"); code == http.StatusOK {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("GET /healthcheck not 200 within 30 s: %s", stderr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	stderr := runLimiterd(t, environ, func(string) bool {
+		code, _ := tryGet(base + "/healthcheck")
+		return code == http.StatusOK
+	})
 
 	call := func(key string) string {
 		body := `{"domain":"swap","descriptors":[{"entries":[{"key":"client_key","value":"` + key + `"}]}]}`
@@ -149,10 +120,11 @@ func checkSwapDeployment(t *testing.T, file string) {
 		data[k] = strings.Replace(v, "requests_per_unit: 3", "requests_per_unit: 1", 1)
 	}
 	kubeletWrite(t, dir, "..v2", data)
-	deadline = time.Now().Add(30 * time.Second)
-	for {
-		call("bob")
-		if out := call("bob"); strings.Contains(out, "OVER_LIMIT") {
+	deadline := time.Now().Add(30 * time.Second)
+	for i := 0; ; i++ {
+		key := fmt.Sprintf("bob-%d", i) // a fresh key: its second call is refused only at the new limit
+		call(key)
+		if out := call(key); strings.Contains(out, "OVER_LIMIT") {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -9,8 +9,15 @@
 //
 //	go run -C cmd/batcherbench . [--quick] [--json] [--scenarios throughput,rate,latency,fair,shared,stall,wipe,scale] [--stores memory,azurite,redis]
 //	go run -C cmd/batcherbench . --scenarios scale [--scale-n 4,16,64,128] [--scale-p 20,100,500] [--scale-steady 20s] [--scale-churn 30s] [--stores ...]
+//	go run -C cmd/batcherbench . --scenarios hotkeys [--hotkeys-redis host:port] [--hotkeys-algorithms token_bucket,gcra,fixed_window] [--hotkeys-keys 100000]
 //
-// Every scenario runs by default, except scale without --quick: its whole
+// The hotkeys scenario runs keyed limits (limit/redislimit) in worker
+// processes on one Redis, with and without Options.LocalAllowance, beside
+// the memory store (hotkeys.go); it starts its own redis-server unless
+// --hotkeys-redis names one, and fails when any key admitted more than its
+// limit. Without --quick it takes about four minutes and runs when named.
+//
+// Every scenario runs by default, except scale and hotkeys without --quick: scale's whole
 // grid (N instances in one process × P partitions) takes about 13 minutes
 // per store, so it runs when asked for; --scale-n and --scale-p pick a
 // part of the grid, --scale-steady and --scale-churn the length of its
@@ -45,10 +52,10 @@ import (
 )
 
 // scenarioNames lists the scenarios in the order they run.
-var scenarioNames = []string{"throughput", "rate", "latency", "fair", "shared", "stall", "wipe", "scale"}
+var scenarioNames = []string{"throughput", "rate", "latency", "fair", "shared", "stall", "wipe", "scale", "hotkeys"}
 
 // longScenarios are left out of a full run unless named with --scenarios.
-var longScenarios = []string{"scale"}
+var longScenarios = []string{"scale", "hotkeys"}
 
 // storeNames lists the coordination stores of the shared scenarios.
 // azurite-table is Azurite with the lease table layout
@@ -70,11 +77,18 @@ type options struct {
 	// nil or zero leaves the plan's.
 	scaleNs, scalePs        []int
 	scaleSteady, scaleChurn time.Duration
+
+	hotRedis string // the hotkeys scenario's Redis; empty: it starts its own
+	hotAlgs  []string
+	hotKeys  int // 0: the plan's
 }
 
 func main() {
 	if len(os.Args) == 2 && os.Args[1] == stallChildArg {
 		os.Exit(runStallChild(os.Stdout))
+	}
+	if len(os.Args) == 3 && os.Args[1] == hotChildArg {
+		os.Exit(runHotChild(os.Args[2], os.Stdout))
 	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
@@ -127,13 +141,17 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	scaleP := fs.String("scale-p", "", "scale: comma-separated partition counts, 1 to 500 (default 20,100,500; 20 with --quick)")
 	scaleSteady := fs.Duration("scale-steady", 0, "scale: measured time after convergence (default 20s, 70s when N > P; 4s and 6s with --quick)")
 	scaleChurn := fs.Duration("scale-churn", 0, "scale: length of the churn phase, a change every 10 s (default 30s; 4s with --quick, a change every 2 s)")
+	hotRedis := fs.String("hotkeys-redis", "", "hotkeys: the Redis to use (host:port); default: a redis-server started for the scenario")
+	hotAlgs := fs.String("hotkeys-algorithms", "", "hotkeys: comma-separated algorithms: token_bucket, gcra, fixed_window (default: all three; token_bucket with --quick)")
+	hotKeys := fs.Int("hotkeys-keys", 0, "hotkeys: distinct keys of the Zipf draw, at least 100 (default 100000)")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}
 	if fs.NArg() > 0 {
 		return options{}, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	opts := options{quick: *quick, json: *asJSON, ci: os.Getenv("CI") == "true", scaleSteady: *scaleSteady, scaleChurn: *scaleChurn}
+	opts := options{quick: *quick, json: *asJSON, ci: os.Getenv("CI") == "true", scaleSteady: *scaleSteady, scaleChurn: *scaleChurn,
+		hotRedis: *hotRedis}
 	var err error
 	if *scen == "" {
 		*scen = strings.Join(defaultScenarios(opts.quick), ",")
@@ -149,6 +167,15 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if opts.scalePs, err = intList(*scaleP, 1, 500, "--scale-p"); err != nil {
 		return options{}, err
+	}
+	if *hotKeys != 0 && (*hotKeys < 100 || *hotKeys > 10_000_000) {
+		return options{}, fmt.Errorf("--hotkeys-keys: %d is not a whole number from 100 to 10000000", *hotKeys)
+	}
+	opts.hotKeys = *hotKeys
+	if *hotAlgs != "" {
+		if opts.hotAlgs, err = pickList(*hotAlgs, []string{"token_bucket", "gcra", "fixed_window"}, "algorithm"); err != nil {
+			return options{}, err
+		}
 	}
 	if opts.scaleSteady < 0 || opts.scaleChurn < 0 {
 		return options{}, fmt.Errorf("--scale-steady and --scale-churn cannot be negative")
@@ -271,5 +298,7 @@ func (b *bench) runScenario(ctx context.Context, name string) {
 		b.wipe(ctx)
 	case "scale":
 		b.scale(ctx)
+	case "hotkeys":
+		b.hotkeys(ctx)
 	}
 }

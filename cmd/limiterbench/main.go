@@ -13,8 +13,10 @@
 //
 // Envoy requests carry 1 to 3 descriptors (--descriptors) of the domain
 // "bench": user (one of --keys values), tenant (one of 100) and route (one
-// value), as in scripts/bench-limiterd's rule file. Every caller sends its
-// next request as soon as the last is answered.
+// value), as in scripts/bench-limiterd's rule file. With --zipf S the user
+// of rank k (u0 the hottest) is drawn with probability proportional to
+// (k+1)^-S, as scripts/bench-hotkeys-envoy does; otherwise uniformly. Every
+// caller sends its next request as soon as the last is answered.
 //
 // Example:
 //
@@ -32,13 +34,16 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"os"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -53,8 +58,10 @@ import (
 type config struct {
 	api, addr, name, redisAddr string
 	descriptors, keys, conc    int
-	pid                        int
+	pid, redisPid              int
 	duration, warmup           time.Duration
+	zipf                       float64   // exponent; 0 draws users uniformly
+	cdf                        []float64 // with zipf: the users' cumulative probabilities
 }
 
 func main() {
@@ -65,8 +72,10 @@ func main() {
 	flag.StringVar(&c.redisAddr, "redis", "", "Redis to count commands on (host:port); empty skips")
 	flag.IntVar(&c.descriptors, "descriptors", 1, "descriptors per Envoy request, 1 to 3")
 	flag.IntVar(&c.keys, "keys", 10000, "distinct user keys")
+	flag.Float64Var(&c.zipf, "zipf", 0, "draw users Zipf(S) by rank, S > 0 (u0 the hottest); 0 draws them uniformly")
 	flag.IntVar(&c.conc, "concurrency", 64, "concurrent callers")
 	flag.IntVar(&c.pid, "pid", 0, "service process to read CPU time of; 0 skips")
+	flag.IntVar(&c.redisPid, "redis-pid", 0, "redis-server process to read CPU time of; 0 skips")
 	flag.DurationVar(&c.duration, "duration", 10*time.Second, "measured time")
 	flag.DurationVar(&c.warmup, "warmup", 2*time.Second, "unmeasured time before")
 	protosetPath := flag.String("write-protoset", "", "write the gRPC services' descriptors to this file and exit")
@@ -84,12 +93,21 @@ func main() {
 	}
 }
 
+// overLimit counts the Envoy answers OVER_LIMIT.
+var overLimit atomic.Int64
+
 // caller makes one call; i numbers the caller's calls.
 type caller func(ctx context.Context, r *rand.Rand) error
 
 func run(c config) error {
 	if c.descriptors < 1 || c.descriptors > 3 || c.conc < 1 || c.keys < 1 {
 		return errors.New("--descriptors must be 1 to 3, --concurrency and --keys positive")
+	}
+	if c.zipf < 0 || math.IsNaN(c.zipf) {
+		return errors.New("--zipf must be positive, or 0 for uniform")
+	}
+	if c.zipf > 0 {
+		c.cdf = zipfCDF(c.keys, c.zipf)
 	}
 	call, closeFn, err := newCaller(c)
 	if err != nil {
@@ -113,6 +131,8 @@ func run(c config) error {
 		}
 	}
 	cpu0, _ := cpuSeconds(c.pid)
+	rcpu0, _ := cpuSeconds(c.redisPid)
+	over0 := overLimit.Load()
 	start := time.Now()
 	ctx, cancel = context.WithTimeout(context.Background(), c.duration)
 	lat := make([][]time.Duration, c.conc)
@@ -120,6 +140,7 @@ func run(c config) error {
 	cancel()
 	elapsed := time.Since(start)
 	cpu1, cpuErr := cpuSeconds(c.pid)
+	rcpu1, rcpuErr := cpuSeconds(c.redisPid)
 	var all []time.Duration
 	for _, l := range lat {
 		all = append(all, l...)
@@ -134,6 +155,14 @@ func run(c config) error {
 		ms(all[n/2]), ms(all[n*99/100]), errs)
 	if c.pid > 0 && cpuErr == nil {
 		fmt.Printf("  CPU %.1f s/M", (cpu1-cpu0)/float64(n)*1e6)
+	}
+	if c.redisPid > 0 && rcpuErr == nil {
+		fmt.Printf("  Redis CPU %.1f s/M", (rcpu1-rcpu0)/float64(n)*1e6)
+	}
+	if c.api == "envoy" {
+		// Calls answered after the end of the run count here and not in n:
+		// a bound within a few calls of conc.
+		fmt.Printf("  over limit %.1f%%", 100*float64(overLimit.Load()-over0)/float64(n))
 	}
 	if rdb != nil {
 		after, err := readRedis(rdb)
@@ -207,11 +236,34 @@ func envoyRequest(c config, r *rand.Rand) *rlsv3.RateLimitRequest {
 
 // draw picks a request's user and tenant.
 func draw(c config, r *rand.Rand) (user, tenant int) {
-	user = r.IntN(c.keys)
+	user = drawUser(c, r)
 	if c.descriptors >= 2 {
 		tenant = r.IntN(100)
 	}
 	return user, tenant
+}
+
+// drawUser picks a user: uniformly, or Zipf by rank with --zipf.
+func drawUser(c config, r *rand.Rand) int {
+	if c.cdf == nil {
+		return r.IntN(c.keys)
+	}
+	return min(sort.SearchFloat64s(c.cdf, r.Float64()), len(c.cdf)-1)
+}
+
+// zipfCDF returns the cumulative probabilities of n ranks drawn with
+// probability proportional to (k+1)^-s.
+func zipfCDF(n int, s float64) []float64 {
+	cdf := make([]float64, n)
+	var sum float64
+	for k := range cdf {
+		sum += math.Pow(float64(k+1), -s)
+		cdf[k] = sum
+	}
+	for k := range cdf {
+		cdf[k] /= sum
+	}
+	return cdf
 }
 
 // jsonRequest appends to b the request envoyRequest would draw, in
@@ -245,13 +297,16 @@ func newCaller(c config) (caller, func(), error) {
 		if c.api == "allow" {
 			cl := ratelimiterv1.NewRateLimiterClient(cc)
 			return func(ctx context.Context, r *rand.Rand) error {
-				_, err := cl.Allow(ctx, &ratelimiterv1.AllowRequest{Key: "u" + strconv.Itoa(r.IntN(c.keys))})
+				_, err := cl.Allow(ctx, &ratelimiterv1.AllowRequest{Key: "u" + strconv.Itoa(drawUser(c, r))})
 				return err
 			}, closeFn, nil
 		}
 		cl := rlsv3.NewRateLimitServiceClient(cc)
 		return func(ctx context.Context, r *rand.Rand) error {
-			_, err := cl.ShouldRateLimit(ctx, envoyRequest(c, r))
+			resp, err := cl.ShouldRateLimit(ctx, envoyRequest(c, r))
+			if err == nil && resp.GetOverallCode() == rlsv3.RateLimitResponse_OVER_LIMIT {
+				overLimit.Add(1)
+			}
 			return err
 		}, closeFn, nil
 	case "json", "rest":
@@ -263,7 +318,7 @@ func newCaller(c config) (caller, func(), error) {
 			}, hc.CloseIdleConnections, nil
 		}
 		return func(ctx context.Context, r *rand.Rand) error {
-			return httpCall(ctx, hc, "http://"+c.addr+"/limit", nil, []string{"X-Client-Key", "u" + strconv.Itoa(r.IntN(c.keys))})
+			return httpCall(ctx, hc, "http://"+c.addr+"/limit", nil, []string{"X-Client-Key", "u" + strconv.Itoa(drawUser(c, r))})
 		}, hc.CloseIdleConnections, nil
 	}
 	return nil, nil, fmt.Errorf("unknown --api %q", c.api)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -69,5 +70,31 @@ func TestWriteProtoset(t *testing.T) {
 		if got := m.Input().FullName(); string(got) != input {
 			t.Errorf("%s takes %s, want %s", method, got, input)
 		}
+	}
+}
+
+// TestZipfUsers checks --zipf's draw: u0 is drawn about 1/H(n, s) of the
+// time and every user stays in range.
+func TestZipfUsers(t *testing.T) {
+	c := config{keys: 1000, zipf: 1.1}
+	c.cdf = zipfCDF(c.keys, c.zipf)
+	var h float64
+	for k := 1; k <= c.keys; k++ {
+		h += math.Pow(float64(k), -c.zipf)
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	const n = 200_000
+	first := 0
+	for range n {
+		u := drawUser(c, r)
+		if u < 0 || u >= c.keys {
+			t.Fatalf("user %d out of range", u)
+		}
+		if u == 0 {
+			first++
+		}
+	}
+	if got, want := float64(first)/n, 1/h; math.Abs(got-want) > 0.01 {
+		t.Fatalf("u0 drawn %.4f of the time, want %.4f", got, want)
 	}
 }
