@@ -26,8 +26,8 @@ import (
 // cache; their own ports and key prefixes), sends both the same random
 // requests (one to three descriptors of compatRules, hits_addend 0 to 3),
 // and compares /healthcheck, /rlconfig, every answer, headers included,
-// then their ratelimit_service_rate_limit_* series. It is opt-in, as
-// TestSameAnswersAsEnvoyRatelimit is (scripts/compare-envoy-ratelimit).
+// then their ratelimit_service_rate_limit_* series. envoyproxy/ratelimit is
+// built at the pinned version (envoyRatelimitBin).
 //
 // The series differ where envoyproxy/ratelimit's statsd-exporter mapping
 // does: it exports over_limit_with_local_cache of a one-level key under a
@@ -35,10 +35,7 @@ import (
 // and adds it to over_limit for a key of two levels or more (its pattern
 // is not anchored); it exports no series before its first hit.
 func TestSameMetricsAsEnvoyRatelimit(t *testing.T) {
-	bin := os.Getenv("LIMITERD_ENVOY_RATELIMIT_BIN")
-	if bin == "" {
-		t.Skip("set LIMITERD_ENVOY_RATELIMIT_BIN to envoyproxy/ratelimit's service_cmd (scripts/compare-envoy-ratelimit)")
-	}
+	bin := envoyRatelimitBin(t)
 	redistest.Shared(t)
 	env := map[string]string{
 		"USE_STATSD": "false", "USE_PROMETHEUS": "true", "STATS_FLUSH_INTERVAL": "50ms",

@@ -197,8 +197,9 @@ func (s *server) buildEnvoy(rdb redis.UniversalClient) error {
 // decides by them, their series exist in /metrics, and the health counts
 // them as loaded when they name a domain.
 func (s *server) useRules(rules *envoyrl.Rules, files int) {
-	s.envoy.SetRules(rules)
+	// The rules' series exist, at 0, before the rules decide anything.
 	s.metrics.rulesInForce(rules)
+	s.envoy.SetRules(rules)
 	s.metrics.reloaded(true)
 	s.metrics.ruleFiles.Set(float64(files))
 	s.healthz.rulesLoaded(len(rules.Domains()) > 0)
