@@ -453,3 +453,86 @@ func TestAllowanceProcessKilled(t *testing.T) {
 		t.Errorf("lost %d units, more than the killed process was lent (%d)", loss, dead)
 	}
 }
+
+// TestAllowanceProcessFrozen: a limiterd process stopped with SIGSTOP while
+// it holds units of the hot key takes at most those units out of the limit
+// while it is frozen (the other two saturate the key without it), and once
+// resumed spends at most what it held: across the three, never more than
+// the limit.
+func TestAllowanceProcessFrozen(t *testing.T) {
+	bin := buildLimiterd(t)
+	srv := redistest.StartServer(t)
+	admin := srv.Client(t)
+	dir := t.TempDir()
+	writeFile(t, dir, "ex.yaml", allowanceEnvoyRules)
+	config := fmt.Sprintf("store: redis\nbackends:\n  redis: {addr: %q, local_allowance: true}\n", srv.Addr())
+	var procs []*child
+	for range 3 {
+		procs = append(procs, startChild(t, bin, config, dir))
+	}
+	frozen := procs[2]
+	t.Cleanup(func() { _ = frozen.cmd.Process.Signal(syscall.SIGCONT) }) // before its stop
+	redistest.AwayFromWindowEdge(time.Hour, time.Minute)
+	tallies := []*tally{newTally(), newTally(), newTally()}
+	hot := func() int64 { return tallies[0].get("hot") + tallies[1].get("hot") + tallies[2].get("hot") }
+	stop := make(chan struct{})
+	wg := load(procs, tallies, procCallers, procSpread, stop, envoyDecider(t, procs))
+	deadline := time.Now().Add(30 * time.Second)
+	for hot() < 500 {
+		if time.Now().After(deadline) {
+			close(stop)
+			wg.Wait()
+			t.Fatal("the hot key did not reach 500 admissions within 30 s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := frozen.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	ok, why := saturated(tallies, []int{0, 1}, 0, hotRun, 60*time.Second)
+	// What the frozen one holds now, by the ledger beside the counter.
+	ctx := context.Background()
+	ledgers, err := admin.Keys(ctx, "{gw_k_hot_*}.lent").Result()
+	if err != nil || len(ledgers) != 1 {
+		t.Fatalf("ledgers %v, %v: want one", ledgers, err)
+	}
+	held, err := admin.HGetAll(ctx, ledgers[0]).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var frozenHeld int64
+	if entry, found := held[frozen.holder]; found {
+		frozenHeld, _ = strconv.ParseInt(entry[:strings.IndexByte(entry, ':')], 10, 64)
+	}
+	// No call is sent from here on; the frozen one's calls in flight end
+	// once it resumes, so the tallies then hold every admission made up to
+	// the freeze and none after.
+	close(stop)
+	if err := frozen.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	whileFrozen := hot()
+	if !ok {
+		t.Fatalf("the hot key was not refused %d times in a row by the two running within 60 s: %s", hotRun, why)
+	}
+	if loss := 1500 - whileFrozen; loss > frozenHeld {
+		t.Errorf("while frozen, %d units of the limit were out of reach, more than the frozen process held (%d)", loss, frozenHeld)
+	}
+	// Resumed, it spends what it held, and no more.
+	stop = make(chan struct{})
+	again := []*tally{newTally(), newTally(), newTally()}
+	wg = load(procs, again, procCallers, procSpread, stop, envoyDecider(t, procs))
+	ok, why = saturated(again, []int{0, 1, 2}, 0, hotRun, 60*time.Second)
+	close(stop)
+	wg.Wait()
+	if !ok {
+		t.Fatalf("after the resume the hot key was not refused %d times in a row by all three within 60 s: %s", hotRun, why)
+	}
+	total := whileFrozen + again[0].get("hot") + again[1].get("hot") + again[2].get("hot")
+	t.Logf("hot key: %d of 1500 admitted while the third was frozen holding %d; %d after it resumed (%d by it); %d in all",
+		whileFrozen, frozenHeld, total-whileFrozen, again[2].get("hot"), total)
+	if total > 1500 {
+		t.Errorf("admitted %d, over the limit 1500", total)
+	}
+}
