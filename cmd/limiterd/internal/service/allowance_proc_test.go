@@ -389,31 +389,14 @@ func checkAdmitted(t *testing.T, tallies []*tally, limits func(string, time.Dura
 // what the three admit in the window is the limit less at most what the
 // dead one held.
 func TestAllowanceProcessKilled(t *testing.T) {
-	bin := buildLimiterd(t)
-	srv := redistest.StartServer(t)
-	admin := srv.Client(t)
-	dir := t.TempDir()
-	writeFile(t, dir, "ex.yaml", allowanceEnvoyRules)
-	config := fmt.Sprintf("store: redis\nbackends:\n  redis: {addr: %q, local_allowance: true}\n", srv.Addr())
-	var procs []*child
-	for range 3 {
-		procs = append(procs, startChild(t, bin, config, dir))
-	}
+	procs, admin := startAllowanceProcs(t)
 	redistest.AwayFromWindowEdge(time.Hour, time.Minute)
 	tallies := []*tally{newTally(), newTally(), newTally()}
 	stop := make(chan struct{})
 	wg := load(procs, tallies, procCallers, procSpread, stop, envoyDecider(t, procs))
 	// Kill the third once the hot key is a third spent and it decides
 	// from an allowance.
-	deadline := time.Now().Add(30 * time.Second)
-	for tallies[0].get("hot")+tallies[1].get("hot")+tallies[2].get("hot") < 500 {
-		if time.Now().After(deadline) {
-			close(stop)
-			wg.Wait()
-			t.Fatal("the hot key did not reach 500 admissions within 30 s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitHot(t, tallies, 500, stop, wg)
 	procs[2].kill()
 	atKill := tallies[0].get("hot") + tallies[1].get("hot")
 	ok, why := saturated(tallies, []int{0, 1}, 0, hotRun, 60*time.Second)
@@ -429,20 +412,10 @@ func TestAllowanceProcessKilled(t *testing.T) {
 	// The ledger beside the counter holds, per process, the units lent to
 	// it in the window and not given back: the dead one's entry bounds what
 	// it took with it.
-	ctx := context.Background()
-	ledgers, err := admin.Keys(ctx, "{gw_k_hot_*}.lent").Result()
-	if err != nil || len(ledgers) != 1 {
-		t.Fatalf("ledgers %v, %v: want one", ledgers, err)
-	}
-	held, err := admin.HGetAll(ctx, ledgers[0]).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	entry, ok := held[procs[2].holder]
-	if procs[2].holder == "" || !ok {
+	dead, held, found := ledgerEntry(t, admin, procs[2].holder)
+	if procs[2].holder == "" || !found {
 		t.Fatalf("no ledger entry of the killed process (holder %q): %v", procs[2].holder, held)
 	}
-	dead, _ := strconv.ParseInt(entry[:strings.IndexByte(entry, ':')], 10, 64)
 	loss := 1500 - got
 	t.Logf("hot key admitted %d of 1500 across the three (%d by the killed one, %d by the two after the kill); lost %d, the killed one's ledger entry %d units (ledger %v)",
 		got, tallies[2].get("hot"), tallies[0].get("hot")+tallies[1].get("hot")-atKill, loss, dead, held)
@@ -460,16 +433,7 @@ func TestAllowanceProcessKilled(t *testing.T) {
 // resumed spends at most what it held: across the three, never more than
 // the limit.
 func TestAllowanceProcessFrozen(t *testing.T) {
-	bin := buildLimiterd(t)
-	srv := redistest.StartServer(t)
-	admin := srv.Client(t)
-	dir := t.TempDir()
-	writeFile(t, dir, "ex.yaml", allowanceEnvoyRules)
-	config := fmt.Sprintf("store: redis\nbackends:\n  redis: {addr: %q, local_allowance: true}\n", srv.Addr())
-	var procs []*child
-	for range 3 {
-		procs = append(procs, startChild(t, bin, config, dir))
-	}
+	procs, admin := startAllowanceProcs(t)
 	frozen := procs[2]
 	t.Cleanup(func() { _ = frozen.cmd.Process.Signal(syscall.SIGCONT) }) // before its stop
 	redistest.AwayFromWindowEdge(time.Hour, time.Minute)
@@ -477,33 +441,13 @@ func TestAllowanceProcessFrozen(t *testing.T) {
 	hot := func() int64 { return tallies[0].get("hot") + tallies[1].get("hot") + tallies[2].get("hot") }
 	stop := make(chan struct{})
 	wg := load(procs, tallies, procCallers, procSpread, stop, envoyDecider(t, procs))
-	deadline := time.Now().Add(30 * time.Second)
-	for hot() < 500 {
-		if time.Now().After(deadline) {
-			close(stop)
-			wg.Wait()
-			t.Fatal("the hot key did not reach 500 admissions within 30 s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitHot(t, tallies, 500, stop, wg)
 	if err := frozen.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	ok, why := saturated(tallies, []int{0, 1}, 0, hotRun, 60*time.Second)
 	// What the frozen one holds now, by the ledger beside the counter.
-	ctx := context.Background()
-	ledgers, err := admin.Keys(ctx, "{gw_k_hot_*}.lent").Result()
-	if err != nil || len(ledgers) != 1 {
-		t.Fatalf("ledgers %v, %v: want one", ledgers, err)
-	}
-	held, err := admin.HGetAll(ctx, ledgers[0]).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var frozenHeld int64
-	if entry, found := held[frozen.holder]; found {
-		frozenHeld, _ = strconv.ParseInt(entry[:strings.IndexByte(entry, ':')], 10, 64)
-	}
+	frozenHeld, _, _ := ledgerEntry(t, admin, frozen.holder)
 	// No call is sent from here on; the frozen one's calls in flight end
 	// once it resumes, so the tallies then hold every admission made up to
 	// the freeze and none after.
@@ -535,4 +479,58 @@ func TestAllowanceProcessFrozen(t *testing.T) {
 	if total > 1500 {
 		t.Errorf("admitted %d, over the limit 1500", total)
 	}
+}
+
+// startAllowanceProcs starts three limiterd processes with local
+// allowances on the Envoy rules of allowanceEnvoyRules, on a redis-server
+// of their own, and returns them with a client of that server.
+func startAllowanceProcs(t *testing.T) ([]*child, *redis.Client) {
+	t.Helper()
+	bin := buildLimiterd(t)
+	srv := redistest.StartServer(t)
+	dir := t.TempDir()
+	writeFile(t, dir, "ex.yaml", allowanceEnvoyRules)
+	config := fmt.Sprintf("store: redis\nbackends:\n  redis: {addr: %q, local_allowance: true}\n", srv.Addr())
+	var procs []*child
+	for range 3 {
+		procs = append(procs, startChild(t, bin, config, dir))
+	}
+	return procs, srv.Client(t)
+}
+
+// waitHot waits until the three have admitted n on the hot key, stopping
+// the load and failing the test after 30 s.
+func waitHot(t *testing.T, tallies []*tally, n int64, stop chan struct{}, wg *sync.WaitGroup) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for tallies[0].get("hot")+tallies[1].get("hot")+tallies[2].get("hot") < n {
+		if time.Now().After(deadline) {
+			close(stop)
+			wg.Wait()
+			t.Fatalf("the hot key did not reach %d admissions within 30 s", n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// ledgerEntry reads the hot key's ledger: the units lent to holder in the
+// window and not given back, the whole ledger, and whether holder has an
+// entry.
+func ledgerEntry(t *testing.T, admin *redis.Client, holder string) (int64, map[string]string, bool) {
+	t.Helper()
+	ctx := context.Background()
+	ledgers, err := admin.Keys(ctx, "{gw_k_hot_*}.lent").Result()
+	if err != nil || len(ledgers) != 1 {
+		t.Fatalf("ledgers %v, %v: want one", ledgers, err)
+	}
+	held, err := admin.HGetAll(ctx, ledgers[0]).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry, ok := held[holder]
+	if !ok {
+		return 0, held, false
+	}
+	n, _ := strconv.ParseInt(entry[:strings.IndexByte(entry, ':')], 10, 64)
+	return n, held, true
 }
