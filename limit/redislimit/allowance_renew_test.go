@@ -86,7 +86,10 @@ func TestAllowanceGoroutineEndsWhenCold(t *testing.T) {
 	if keys, units := s.HeldForTest(); keys != 1 || units == 0 {
 		t.Fatalf("held %d keys, %d units: want the warmed key's allowance", keys, units)
 	}
-	clock.Advance(lease) // no decision for two periods: cold
+	// No decision for more than a period: cold, with the lease still
+	// running (a whole lease would end it first, and its units would count
+	// as expired rather than returned).
+	clock.Advance(lease * 3 / 4)
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
 		if keys, _ := s.HeldForTest(); keys == 0 {
 			break
