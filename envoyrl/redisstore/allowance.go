@@ -119,6 +119,7 @@ type lender struct {
 	inflight sync.WaitGroup // take calls in flight
 	stop     chan struct{}
 	swept    chan struct{}
+	back     chan struct{} // closed once close has given every allowance back
 
 	local, takes, lent, returned, forfeited atomic.Uint64
 }
@@ -164,6 +165,7 @@ func newLender(s *Store, o Options) *lender {
 		seed:   maphash.MakeSeed(),
 		stop:   make(chan struct{}),
 		swept:  make(chan struct{}),
+		back:   make(chan struct{}),
 	}
 	if l.period <= 0 {
 		l.period = defaultAllowancePeriod
@@ -206,7 +208,7 @@ func (l *lender) shard(name string) *lendShard {
 // add decides the counters it can from allowances and passes the others,
 // in one call, to plain.
 func (l *lender) add(ctx context.Context, counters []envoyrl.Counter, plain func(context.Context, []envoyrl.Counter) error) error {
-	if l.closed.Load() {
+	if l.givenBack() {
 		return plain(ctx, counters)
 	}
 	var cold []int
@@ -264,10 +266,19 @@ func (l *lender) get(ctx context.Context, counters []envoyrl.Counter, plain func
 		sh.mu.Lock()
 		se := sh.m[seriesOf(c.Key)]
 		held := se != nil && se.key == c.Key
-		if held {
-			c.Count = se.top - se.left
+		if held && sh.closed && se.left == 0 {
+			// Being given back: read once Redis has it.
+			sh.mu.Unlock()
+			if err := l.awaitBack(ctx); err != nil {
+				return err
+			}
+			held = false
+		} else {
+			if held {
+				c.Count = se.top - se.left
+			}
+			sh.mu.Unlock()
 		}
-		sh.mu.Unlock()
 		if !held {
 			cold = append(cold, i)
 		}
@@ -319,8 +330,7 @@ func (l *lender) decide(ctx context.Context, c *envoyrl.Counter) (hot bool, err 
 		l.size.Add(1)
 	}
 	if sh.closed {
-		sh.mu.Unlock()
-		return false, nil
+		return l.closing(ctx, sh, se, c)
 	}
 	se.record(now, c.Hits, l.period)
 	if !se.hot(l.period) || (c.Hits == 0 && se.key != c.Key) {
@@ -329,8 +339,7 @@ func (l *lender) decide(ctx context.Context, c *envoyrl.Counter) (hot bool, err 
 	}
 	for {
 		if sh.closed {
-			sh.mu.Unlock()
-			return false, nil
+			return l.closing(ctx, sh, se, c)
 		}
 		if se.key != c.Key {
 			ledger, ok := ledgerKey(c.Key)
@@ -372,6 +381,50 @@ func (l *lender) decide(ctx context.Context, c *envoyrl.Counter) (hot bool, err 
 			continue
 		}
 		return true, l.take(ctx, sh, se, c, now)
+	}
+}
+
+// closing decides c while the store closes, with sh locked; it unlocks sh.
+// No take starts: c spends what the series holds unspent, or, when that is
+// too little, waits until close has given the allowances back and takes the
+// one-trip path, which then finds the units returned (taking it at once
+// would refuse requests the units about to come back would admit).
+func (l *lender) closing(ctx context.Context, sh *lendShard, se *series, c *envoyrl.Counter) (hot bool, err error) {
+	if se.key != c.Key {
+		sh.mu.Unlock()
+		return false, nil
+	}
+	if c.Hits <= se.left {
+		se.left -= c.Hits
+		c.Count = se.top - se.left
+		sh.mu.Unlock()
+		l.local.Add(1)
+		return true, nil
+	}
+	sh.mu.Unlock()
+	if err := l.awaitBack(ctx); err != nil {
+		return true, err
+	}
+	return false, nil
+}
+
+// givenBack reports whether close has given every allowance back.
+func (l *lender) givenBack() bool {
+	select {
+	case <-l.back:
+		return true
+	default:
+		return false
+	}
+}
+
+// awaitBack waits until close has given every allowance back or ctx ends.
+func (l *lender) awaitBack(ctx context.Context) error {
+	select {
+	case <-l.back:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
@@ -523,17 +576,26 @@ func (l *lender) sweep(ctx context.Context, all bool) {
 				}
 				se.left = 0
 			}
-			if all || (idle >= 8*l.period && se.left == 0) {
+			// Close keeps the series: a decision on one being given back
+			// waits for the give-back (see closing).
+			if !all && idle >= 8*l.period && se.left == 0 {
 				delete(sh.m, name)
 				l.size.Add(-1)
 			}
 		}
 		sh.mu.Unlock()
 	}
+	if all && testHookGiveBack != nil {
+		testHookGiveBack()
+	}
 	for _, b := range back {
 		l.giveBack(ctx, b)
 	}
 }
+
+// testHookGiveBack, when set, runs in close between taking the units from
+// the series and giving them back.
+var testHookGiveBack func()
 
 // giveBack returns one lease's unspent units; what Redis does not take
 // back is forfeited.
@@ -550,11 +612,14 @@ func (l *lender) giveBack(ctx context.Context, b lease) {
 }
 
 // close stops the sweeper and, after the takes in flight, gives back every
-// allowance, bounded by ctx.
+// allowance, bounded by ctx. Decisions meanwhile spend what is held; those
+// it cannot meet wait for the give-back (see closing).
 func (l *lender) close(ctx context.Context) {
 	if !l.closed.CompareAndSwap(false, true) {
+		<-l.back
 		return
 	}
+	defer close(l.back)
 	close(l.stop)
 	<-l.swept
 	// A decision reads its shard's closed under the shard's lock and

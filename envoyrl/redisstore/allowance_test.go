@@ -243,6 +243,67 @@ func TestAllowanceGivenBackOnClose(t *testing.T) {
 	}
 }
 
+// TestAllowanceDecidedDuringGiveBack: a decision that arrives while Close
+// is giving back the units it needs, with the rest of the limit spent
+// elsewhere, waits for them; sent to Redis at once, it would find the
+// counter at the limit and be refused.
+func TestAllowanceDecidedDuringGiveBack(t *testing.T) {
+	srv := redistest.StartServer(t)
+	admin := srv.Client(t)
+	clock := newFakeClock(time.Now().Truncate(time.Hour).Add(time.Minute))
+	rules, err := envoyrl.Parse([]envoyrl.File{{Name: "r.yaml", Content: []byte(hourRules)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := redisstore.New(srv.Client(t), redisstore.Options{LocalAllowance: true, Now: clock.Now})
+	s := envoyrl.NewService(st, envoyrl.Options{Now: clock.Now})
+	s.SetRules(rules)
+	const hits = 25
+	for range hits {
+		if _, err := s.ShouldRateLimit(context.Background(), req(1, "hot", "h")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key := fmt.Sprintf("rs_hot_h_%d", clock.Now().Truncate(time.Hour).Unix())
+	held, _ := admin.Get(context.Background(), key).Uint64()
+	if held <= hits {
+		t.Fatalf("counter %d after %d hits: no allowance was taken", held, hits)
+	}
+	// Another instance spends the rest of the limit.
+	if err := admin.IncrBy(context.Background(), key, 1000-int64(held)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	type answer struct {
+		resp *rlsv3.RateLimitResponse
+		err  error
+	}
+	got := make(chan answer, 1)
+	redisstore.SetGiveBackHookForTest(func() {
+		go func() {
+			resp, err := s.ShouldRateLimit(context.Background(), req(1, "hot", "h"))
+			got <- answer{resp, err}
+		}()
+		// Long enough for a decision sent straight to Redis to come back.
+		time.Sleep(100 * time.Millisecond)
+	})
+	t.Cleanup(func() { redisstore.SetGiveBackHookForTest(nil) })
+	st.Close()
+	// The store is closed once the units are back: the decision that
+	// waited for them is admitted or, as every call after Close, answered
+	// ErrClosed; never refused.
+	a := <-got
+	switch {
+	case a.err != nil && !errors.Is(a.err, redisstore.ErrClosed):
+		t.Fatalf("decision during the give-back: %v, want OK or ErrClosed", a.err)
+	case a.err == nil && a.resp.OverallCode != rlsv3.RateLimitResponse_OK:
+		t.Errorf("decision during the give-back: %v, want OK: %d units were being given back", a.resp.OverallCode, held-hits)
+	}
+	base := 1000 - (held - hits)
+	if n, _ := admin.Get(context.Background(), key).Uint64(); n != base && n != base+1 {
+		t.Errorf("counter %d after Close, want %d, or %d with the decision counted", n, base, base+1)
+	}
+}
+
 const semanticsRules = `
 domain: rs
 descriptors:
@@ -367,12 +428,18 @@ func TestAllowanceGiveBack(t *testing.T) {
 }
 
 // TestAllowanceCloseUnderLoad closes a store while callers decide on a hot
-// counter: Close returns, the callers get answers or ErrClosed, and what
-// the store held is given back (no goroutine outlives it: goleak).
+// counter: Close returns, the callers get answers or ErrClosed, none is
+// refused while the units it needs are being given back, and the counter
+// ends at what was admitted, whether the units were spent during Close or
+// given back (no goroutine outlives it: goleak).
 func TestAllowanceCloseUnderLoad(t *testing.T) {
 	srv := redistest.StartServer(t)
 	admin := srv.Client(t)
-	rules, err := envoyrl.Parse([]envoyrl.File{{Name: "r.yaml", Content: []byte(hourRules)}})
+	// A limit the callers cannot reach: the store holds more than they
+	// spend while it closes, and none of them may be refused.
+	const limit = 100000
+	bigRules := strings.Replace(hourRules, "requests_per_unit: 1000}", "requests_per_unit: "+strconv.Itoa(limit)+"}", 1)
+	rules, err := envoyrl.Parse([]envoyrl.File{{Name: "r.yaml", Content: []byte(bigRules)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -381,7 +448,7 @@ func TestAllowanceCloseUnderLoad(t *testing.T) {
 	s.SetRules(rules)
 	redistest.AwayFromWindowEdge(time.Hour, 10*time.Second)
 	const callers = 16
-	var admitted atomic.Int64
+	var admitted, refused atomic.Int64
 	var wg sync.WaitGroup
 	for range callers {
 		wg.Add(1)
@@ -398,6 +465,8 @@ func TestAllowanceCloseUnderLoad(t *testing.T) {
 				}
 				if resp.OverallCode == rlsv3.RateLimitResponse_OK {
 					admitted.Add(1)
+				} else {
+					refused.Add(1)
 				}
 			}
 		}()
@@ -411,8 +480,13 @@ func TestAllowanceCloseUnderLoad(t *testing.T) {
 	n, _ := admin.Get(context.Background(), key).Int64()
 	// The calls in flight when the workers stop (one per caller at most)
 	// may be counted although answered ErrClosed, as without allowances.
-	if x, a := st.AllowanceStats(), admitted.Load(); n < a || n > a+callers || x.Local == 0 || x.Returned == 0 {
+	if x, a := st.AllowanceStats(), admitted.Load(); n < a || n > a+callers || x.Local == 0 {
 		t.Errorf("counter %d after Close, %d admitted (%+v): want the admitted, and at most %d more", n, a, x, callers)
+	}
+	// The limit is far off: a refusal means a decision went to Redis while
+	// the units it needed were still held here, being given back.
+	if r := refused.Load(); r > 0 {
+		t.Errorf("%d requests refused during Close, with %d of the limit's %d counted", r, n, limit)
 	}
 }
 

@@ -644,6 +644,11 @@ func (a *allowances) close(ctx context.Context) error {
 	}
 	close(a.stop)
 	a.wg.Wait()
+	// The allowances stay in the records until they are given back: a
+	// decision on one meanwhile spends what it holds, or waits for its
+	// give-back (which holds its lock) and then takes the one-trip path,
+	// finding the units returned; taking that path at once would refuse
+	// requests the returning units admit.
 	var recs []*allowance
 	for i := range a.shards {
 		sh := &a.shards[i]
@@ -651,11 +656,21 @@ func (a *allowances) close(ctx context.Context) error {
 		for _, r := range sh.recs {
 			recs = append(recs, r)
 		}
-		clear(sh.recs)
 		clear(sh.heat)
 		sh.mu.Unlock()
 	}
-	a.count.Store(0)
+	defer func() {
+		for i := range a.shards {
+			sh := &a.shards[i]
+			sh.mu.Lock()
+			clear(sh.recs)
+			sh.mu.Unlock()
+		}
+		a.count.Store(0)
+	}()
+	if testHookGiveBack != nil {
+		testHookGiveBack()
+	}
 	var (
 		wg    sync.WaitGroup
 		mu    sync.Mutex
@@ -680,6 +695,9 @@ func (a *allowances) close(ctx context.Context) error {
 	wg.Wait()
 	return first
 }
+
+// testHookGiveBack, when set, runs in close before the give-backs.
+var testHookGiveBack func()
 
 // kill stops the allowance work without giving anything back, as if the
 // process had died, and returns the units held unspent. For tests.

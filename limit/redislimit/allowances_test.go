@@ -135,6 +135,50 @@ func TestAllowanceExactAcrossStores(t *testing.T) {
 	}
 }
 
+// TestAllowanceDecidedDuringGiveBack: a decision that arrives while Close
+// is giving back the units it needs, with the rest of the limit spent by
+// another store, waits for them and is admitted; sent to Redis at once, it
+// would be refused.
+func TestAllowanceDecidedDuringGiveBack(t *testing.T) {
+	p := limit.TokenBucket(500, limit.PerHour(1)).Named("tb")
+	clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
+	stores := allowanceStores(t, clock, 2)
+	warm(t, clock, stores[:1], "hot", p, time.Second)
+	got := admit(t, stores[:1], p, 1, 10) // store 0 takes an allowance
+	if err := stores[1].Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got += drainRest(t, stores[1], p) // the other store spends the rest
+	held := p.Limit - got
+	if held < 2 {
+		t.Fatalf("store 0 holds %d units: the test needs it to hold some", held)
+	}
+	type answer struct {
+		dec limit.Decision
+		err error
+	}
+	ans := make(chan answer, 1)
+	redislimit.SetGiveBackHookForTest(func() {
+		go func() {
+			dec, err := stores[0].AllowN(context.Background(), "hot", p, 1)
+			ans <- answer{dec, err}
+		}()
+		// Long enough for a decision sent straight to Redis to come back.
+		time.Sleep(100 * time.Millisecond)
+	})
+	t.Cleanup(func() { redislimit.SetGiveBackHookForTest(nil) })
+	if err := stores[0].Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	a := <-ans
+	if a.err != nil || !a.dec.Allowed {
+		t.Fatalf("decision during the give-back: %+v, %v; want allowed: %d units were being given back", a.dec, a.err, held)
+	}
+	if rest := drainRest(t, stores[1], p); rest != held-1 {
+		t.Errorf("%d units left after Close, want the %d held less the one admitted", rest, held)
+	}
+}
+
 // TestAllowanceDeadStoreLosesItsAllowance: a store that stops without
 // giving its units back (a dead process) loses exactly what it held
 // unspent, once its lease ends; nothing is admitted twice.

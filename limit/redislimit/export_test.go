@@ -80,3 +80,6 @@ func (s *Store) HeldForTest() (keys int, units int64) {
 	}
 	return keys, units
 }
+
+// SetGiveBackHookForTest sets the hook Close runs before its give-backs.
+func SetGiveBackHookForTest(f func()) { testHookGiveBack = f }
