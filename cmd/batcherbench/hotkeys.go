@@ -382,7 +382,17 @@ func (b *bench) hotkeys(ctx context.Context) {
 	client := redis.NewClient(&redis.Options{Addr: addr})
 	defer client.Close()
 	run := fmt.Sprintf("hk%d", time.Now().UnixNano()%1e9)
+	if b.opts.hotOnly != "onekey" {
+		b.hotMix(ctx, hp, client, redisPid, run)
+	}
+	if b.opts.hotOnly != "mix" {
+		b.hotOneKey(ctx, hp, client, redisPid, run)
+	}
+}
 
+// hotMix runs the Zipf mix: calibration, then each algorithm off, on and
+// on the memory store.
+func (b *bench) hotMix(ctx context.Context, hp hotPlan, client *redis.Client, redisPid int, run string) {
 	// Calibration: today's path, no binding limit, to learn each hot key's
 	// demand; each then gets half of it as its limit.
 	b.logf("hotkeys: calibrating demand (%v)", hp.calibrate)
@@ -413,6 +423,10 @@ func (b *bench) hotkeys(ctx context.Context) {
 		}
 		b.hotRows(hp, alg, hp.configs(modeOn, "", alg, limits, coldLimit, hp.warmup, hp.measure)[0], runs, cal)
 	}
+}
+
+// hotOneKey runs one key shared by the workers at 10× its limit.
+func (b *bench) hotOneKey(ctx context.Context, hp hotPlan, client *redis.Client, redisPid int, run string) {
 	for _, alg := range hp.algorithms {
 		runs := map[string]*hotRun{}
 		for _, mode := range hp.oneModes {

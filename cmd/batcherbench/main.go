@@ -9,7 +9,7 @@
 //
 //	go run -C cmd/batcherbench . [--quick] [--json] [--scenarios throughput,rate,latency,fair,shared,stall,wipe,scale] [--stores memory,azurite,redis]
 //	go run -C cmd/batcherbench . --scenarios scale [--scale-n 4,16,64,128] [--scale-p 20,100,500] [--scale-steady 20s] [--scale-churn 30s] [--stores ...]
-//	go run -C cmd/batcherbench . --scenarios hotkeys [--hotkeys-redis host:port] [--hotkeys-algorithms token_bucket,gcra,fixed_window] [--hotkeys-keys 100000]
+//	go run -C cmd/batcherbench . --scenarios hotkeys [--hotkeys-redis host:port] [--hotkeys-algorithms token_bucket,gcra,fixed_window] [--hotkeys-keys 100000] [--hotkeys-only mix|onekey]
 //
 // The hotkeys scenario runs keyed limits (limit/redislimit) in worker
 // processes on one Redis, with and without Options.LocalAllowance, beside
@@ -80,7 +80,8 @@ type options struct {
 
 	hotRedis string // the hotkeys scenario's Redis; empty: it starts its own
 	hotAlgs  []string
-	hotKeys  int // 0: the plan's
+	hotKeys  int    // 0: the plan's
+	hotOnly  string // "mix" or "onekey": that part of the hotkeys scenario alone; empty: both
 }
 
 func main() {
@@ -144,6 +145,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	hotRedis := fs.String("hotkeys-redis", "", "hotkeys: the Redis to use (host:port); default: a redis-server started for the scenario")
 	hotAlgs := fs.String("hotkeys-algorithms", "", "hotkeys: comma-separated algorithms: token_bucket, gcra, fixed_window (default: all three; token_bucket with --quick)")
 	hotKeys := fs.Int("hotkeys-keys", 0, "hotkeys: distinct keys of the Zipf draw, at least 100 (default 100000)")
+	hotOnly := fs.String("hotkeys-only", "", "hotkeys: run one part only: mix (the Zipf mix) or onekey (one key at 10× its limit); default: both")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}
@@ -172,6 +174,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return options{}, fmt.Errorf("--hotkeys-keys: %d is not a whole number from 100 to 10000000", *hotKeys)
 	}
 	opts.hotKeys = *hotKeys
+	if *hotOnly != "" && *hotOnly != "mix" && *hotOnly != "onekey" {
+		return options{}, fmt.Errorf("--hotkeys-only: %q is neither mix nor onekey", *hotOnly)
+	}
+	opts.hotOnly = *hotOnly
 	if *hotAlgs != "" {
 		if opts.hotAlgs, err = pickList(*hotAlgs, []string{"token_bucket", "gcra", "fixed_window"}, "algorithm"); err != nil {
 			return options{}, err

@@ -13,6 +13,8 @@
 -- cost (its retry time measured for need or want, whichever is larger).
 -- held: the holder's remainder when it sent the call (-1: not known); the
 -- lease is cut to it, the rest given back.
+-- retry_us, when the take is met: how long until another want units would
+-- be free beyond everything lent, this grant included (0: they are now).
 -- ARGV[2] is the holder's id (no spaces or colons).
 --
 -- The state is "<a> <b>" as in limit.lua, followed, while anything is lent,
@@ -149,9 +151,13 @@ if op == 1 then
   else
     local ask = math.max(want, need - own)
     granted = math.min(ask, avail)
-    if granted < want then
-      local w = want - granted
-      if w > limit then w = 1 end
+    if want > 0 then
+      -- The holder's next take: when another want units would be free
+      -- beyond what is lent, this grant included (0 while they are), so
+      -- that on a saturated key it takes its share at once rather than
+      -- the few units refilled since the last take (DESIGN 2.5).
+      local w = math.min(want, limit - lent - granted)
+      if w < 1 then w = 1 end
       retry = cdiv(d + (lent + granted + w) * p - cap, n)
     end
   end

@@ -345,9 +345,10 @@ func (a *allowances) decide(ctx context.Context, r *allowance, p limit.Policy, c
 		// Redis answered for the larger of cost and what was asked for:
 		// that many are free for this store at the retry time, unless
 		// others spend them first.
-		r.notBefore, r.nbUnits = now.Add(res.retry), min(max(cost, req.want), r.p.Limit)
+		wait := res.retry + a.backoff(r, req, res)
+		r.notBefore, r.nbUnits = now.Add(wait), min(max(cost, req.want), r.p.Limit)
 		a.stats.local.Add(1)
-		return r.decision(false, res.retry), true
+		return r.decision(false, wait), true
 	}
 }
 
@@ -467,9 +468,41 @@ func (a *allowances) apply(r *allowance, req call, res lendResult, now time.Time
 	if res.retry > 0 {
 		r.nextTake = now.Add(res.retry)
 	}
-	if req.need == 0 || r.remaining >= req.need {
+	switch {
+	case res.retry > 0 && req.want > 0 && bucketLike(r.p):
+		// Redis will not have another want units free for this store
+		// before the retry time: once the remainder is spent, costs up
+		// to want are refused here until then, instead of taking the few
+		// units refilled since (on a saturated key every holder would
+		// otherwise call each time some are back: many small takes).
+		r.notBefore, r.nbUnits = now.Add(res.retry+a.backoff(r, req, res)), min(req.want, r.p.Limit)
+	case req.need == 0 || r.remaining >= req.need:
 		r.notBefore = time.Time{}
 	}
+}
+
+// backoff is how much later than Redis's retry time r's next take waits
+// after a take that came back short: the other holders that took before
+// it are taking too, and each of their shares refills before this store's
+// (a turn each), so taking at the retry time alone would mostly find the
+// units gone again. Nothing after a take met in full, or on a key no other
+// store holds.
+func (a *allowances) backoff(r *allowance, req call, res lendResult) time.Duration {
+	others := res.holders
+	if res.seq != 0 {
+		others-- // the caller's own lease
+	}
+	if res.granted >= req.want || others <= 0 || !bucketLike(r.p) || r.p.Rate.Count <= 0 {
+		return 0
+	}
+	return time.Duration(others * req.want * int64(r.p.Rate.Period) / r.p.Rate.Count)
+}
+
+// bucketLike reports whether p refills continuously (token bucket, GCRA),
+// so that an allowance script's retry time says when the store's next take
+// would be met in full.
+func bucketLike(p limit.Policy) bool {
+	return p.Algorithm == limit.TokenBucketAlgorithm || p.Algorithm == limit.GCRAAlgorithm
 }
 
 // due reports whether the renewal goroutine should call for r (held
@@ -480,7 +513,10 @@ func (a *allowances) due(r *allowance, now time.Time) bool {
 		return false
 	}
 	if r.seq != 0 && !now.Before(r.sent.Add(a.period)) {
-		return true
+		// A lease with nothing left while Redis has nothing for this
+		// store either keeps nothing worth renewing: its spends are
+		// reported by the next take, or charged at the lease end.
+		return r.remaining > 0 || !now.Before(r.notBefore)
 	}
 	return r.remaining*4 < a.target(r) && !now.Before(r.nextTake) && !now.Before(r.notBefore)
 }

@@ -1,0 +1,106 @@
+package redislimit_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/costwise/batcher/limit"
+	"github.com/costwise/batcher/limit/limittest"
+	"github.com/costwise/batcher/limit/redislimit"
+)
+
+// TestAllowanceSaturatedKeyTakesShares: three stores ask for ten times a
+// key's rate. Once a take comes back short, a store refuses locally until
+// its share has refilled instead of taking again as soon as a few units
+// are back: few takes per second, each about a share, nothing over the
+// bucket, nearly all of its refill admitted, and each store admits about
+// a third.
+func TestAllowanceSaturatedKeyTakesShares(t *testing.T) {
+	const (
+		lease   = 500 * time.Millisecond
+		seconds = 4
+		perMs   = 10 // decisions per millisecond over the three stores
+	)
+	for _, p := range []limit.Policy{
+		limit.TokenBucket(1000, limit.PerSecond(1000)).Named("tb"),
+		limit.GCRA(limit.PerSecond(1000), 1000).Named("gcra"),
+	} {
+		t.Run(p.Name, func(t *testing.T) {
+			clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
+			stores := make([]*redislimit.Store, 3)
+			var prefix string
+			for i := range stores {
+				c := connect(t)
+				if i == 0 {
+					prefix = testPrefix(t, c)
+				}
+				s, err := redislimit.New(c, redislimit.Options{Prefix: prefix, Clock: clock, LocalAllowance: true,
+					AllowanceLease: lease})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer s.Close(context.Background())
+				stores[i] = s
+			}
+			warm(t, clock, stores, "hot", p, lease)
+			ctx := context.Background()
+			var admitted [3]int64
+			var calls0 int64
+			for ms := range seconds * 1000 {
+				if ms == 1000 { // the first second spends the full bucket
+					calls0 = 0
+					for _, s := range stores {
+						calls0 += s.AllowanceStats().Commands
+					}
+				}
+				for i := range perMs {
+					n := (ms*perMs + i) % len(stores)
+					d, err := stores[n].AllowN(ctx, "hot", p, 1)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if d.Allowed {
+						admitted[n]++
+					} else if d.RetryAfter <= 0 {
+						t.Fatalf("ms %d: refused with RetryAfter %v", ms, d.RetryAfter)
+					}
+				}
+				clock.Advance(time.Millisecond)
+				for _, s := range stores {
+					settle(t, s)
+				}
+			}
+			var calls, total, held int64
+			for _, s := range stores {
+				calls += s.AllowanceStats().Commands
+				_, h := s.HeldForTest()
+				held += h
+			}
+			calls -= calls0
+			for _, n := range admitted {
+				total += n
+			}
+			// The bucket, full after the warm-up (cost 0 spends nothing),
+			// plus its refill from the first decision to the last.
+			bound := p.Limit + (seconds*1000-1)*p.Rate.Count/1000
+			t.Logf("admitted %v (%d of %d), %d held, %d script calls in %d s", admitted, total, bound, held, calls, seconds-1)
+			if total > bound {
+				t.Fatalf("admitted %d, over the %d the bucket allows", total, bound)
+			}
+			if refill := int64(seconds-1) * p.Rate.Count; total < p.Limit+refill*97/100 {
+				t.Fatalf("admitted %d: less than the burst and 97%% of %d refilled", total, refill)
+			}
+			// A share is limit/(2·holders), about 166 units: six takes a
+			// second; taking whenever a few units are back makes dozens.
+			if perSecond := calls / (seconds - 1); perSecond > 12 {
+				t.Fatalf("%d script calls a second on a saturated key, want at most 12", perSecond)
+			}
+			for i, n := range admitted {
+				if n < total/5 {
+					t.Fatalf("store %d admitted %d of %d: starved", i, n, total)
+				}
+			}
+		})
+	}
+}
