@@ -14,8 +14,9 @@ import (
 // key's rate. Once a take comes back short, a store refuses locally until
 // its share has refilled instead of taking again as soon as a few units
 // are back: few takes per second, each about a share, nothing over the
-// bucket, nearly all of its refill admitted, and each store admits about
-// a third.
+// bucket, nearly all of it admitted, and each store admits about a third
+// (a store that came back short waits a turn per other holder, and so does
+// the one that took in full: no store takes twice while another waits).
 func TestAllowanceSaturatedKeyTakesShares(t *testing.T) {
 	const (
 		lease   = 500 * time.Millisecond
@@ -88,17 +89,18 @@ func TestAllowanceSaturatedKeyTakesShares(t *testing.T) {
 			if total > bound {
 				t.Fatalf("admitted %d, over the %d the bucket allows", total, bound)
 			}
-			if refill := int64(seconds-1) * p.Rate.Count; total < p.Limit+refill*97/100 {
-				t.Fatalf("admitted %d: less than the burst and 97%% of %d refilled", total, refill)
+			if total < bound*97/100 {
+				t.Fatalf("admitted %d: less than 97%% of the %d the bucket allows", total, bound)
 			}
 			// A share is limit/(2·holders), about 166 units: six takes a
-			// second; taking whenever a few units are back makes dozens.
-			if perSecond := calls / (seconds - 1); perSecond > 12 {
-				t.Fatalf("%d script calls a second on a saturated key, want at most 12", perSecond)
+			// second; taking whenever a few units are back makes about 30.
+			if perSecond := float64(calls) / (seconds - 1); perSecond > 10 {
+				t.Fatalf("%.1f script calls a second on a saturated key, want at most 10", perSecond)
 			}
+			// Each store asks for a third: none admits less than a quarter.
 			for i, n := range admitted {
-				if n < total/5 {
-					t.Fatalf("store %d admitted %d of %d: starved", i, n, total)
+				if n < total/4 {
+					t.Fatalf("store %d admitted %d of %d: its turns went to the others", i, n, total)
 				}
 			}
 		})

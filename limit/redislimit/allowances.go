@@ -120,7 +120,8 @@ type allowance struct {
 	demand    int64     // cost decided since rateAt, allowed or refused
 	rateAt    time.Time // start of the current rate sample
 	rate      float64   // cost per second decided here, smoothed
-	holders   int64
+	holders   int64     // the most holders the answers of the last lease counted
+	holdersAt time.Time // local time of the answer that set holders
 	notBefore time.Time // local refusals of costs up to nbUnits until then
 	nbUnits   int64     // the units Redis will have for this store at notBefore
 	nextTake  time.Time // the renewal goroutine asks for more only from then
@@ -462,7 +463,13 @@ func (a *allowances) apply(r *allowance, req call, res lendResult, now time.Time
 		margin := max(time.Millisecond, res.lease/1000)
 		r.deadline = req.at.Add(res.lease - margin)
 	}
-	r.seq, r.holders, r.srvRemain, r.reset = res.seq, res.holders, res.remaining, res.reset
+	r.seq, r.srvRemain, r.reset = res.seq, res.remaining, res.reset
+	if res.holders >= r.holders || now.Sub(r.holdersAt) >= a.lease {
+		// The most seen over a lease: a holder's entry leaves the ledger
+		// while it waits for its share, and a store that counted fewer
+		// holders would take a larger share than the others.
+		r.holders, r.holdersAt = res.holders, now
+	}
 	r.sent, r.server = req.at, res.now
 	r.nextTake = time.Time{}
 	if res.retry > 0 {
@@ -492,7 +499,7 @@ func (a *allowances) backoff(r *allowance, req call, res lendResult) time.Durati
 	if res.seq != 0 {
 		others-- // the caller's own lease
 	}
-	if res.granted >= req.want || others <= 0 || !bucketLike(r.p) || r.p.Rate.Count <= 0 {
+	if res.retry <= 0 || others <= 0 || !bucketLike(r.p) || r.p.Rate.Count <= 0 {
 		return 0
 	}
 	return time.Duration(others * req.want * int64(r.p.Rate.Period) / r.p.Rate.Count)
