@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -90,12 +91,27 @@ func TestMissingStore(t *testing.T) {
 }
 
 func TestBadFlags(t *testing.T) {
-	var out, errOut bytes.Buffer
-	if code := run([]string{"--scenarios", "everything"}, &out, &errOut); code != 2 {
-		t.Fatalf("exit %d, want 2", code)
+	for _, args := range [][]string{
+		{"--scenarios", "everything"},
+		{"--scenarios", "hotkeys", "--hotkeys-only", "zipf"},
+	} {
+		var out, errOut bytes.Buffer
+		if code := run(args, &out, &errOut); code != 2 {
+			t.Fatalf("%q: exit %d, want 2", args, code)
+		}
+		if out.Len() != 0 {
+			t.Fatalf("%q: a report was written for bad flags: %s", args, out.String())
+		}
 	}
-	if out.Len() != 0 {
-		t.Fatalf("a report was written for bad flags: %s", out.String())
+}
+
+// TestHotkeysOnly: --hotkeys-only picks one part of the hotkeys scenario.
+func TestHotkeysOnly(t *testing.T) {
+	for _, part := range []string{"mix", "onekey"} {
+		opts, err := parseFlags([]string{"--scenarios", "hotkeys", "--hotkeys-only", part}, io.Discard)
+		if err != nil || opts.hotOnly != part {
+			t.Fatalf("--hotkeys-only %s: %+v %v", part, opts.hotOnly, err)
+		}
 	}
 }
 

@@ -478,22 +478,32 @@ func (a *allowances) apply(r *allowance, req call, res lendResult, now time.Time
 	switch {
 	case res.retry > 0 && req.want > 0 && bucketLike(r.p):
 		// Redis will not have another want units free for this store
-		// before the retry time: once the remainder is spent, costs up
-		// to want are refused here until then, instead of taking the few
-		// units refilled since (on a saturated key every holder would
-		// otherwise call each time some are back: many small takes).
-		r.notBefore, r.nbUnits = now.Add(res.retry+a.backoff(r, req, res)), min(req.want, r.p.Limit)
+		// before the retry time (whether or not this take was met):
+		// once the remainder is spent, costs up to want are refused here
+		// until then, instead of taking the few units refilled since (on
+		// a saturated key every holder would otherwise call each time
+		// some are back: many small takes). A refusal time still ahead
+		// stays: a refused decision was told to come back then, and what
+		// this call took was free at it too, so it is met then.
+		if !now.Before(r.notBefore) {
+			r.notBefore, r.nbUnits = now.Add(res.retry+a.backoff(r, req, res)), min(req.want, r.p.Limit)
+		}
 	case req.need == 0 || r.remaining >= req.need:
 		r.notBefore = time.Time{}
 	}
 }
 
 // backoff is how much later than Redis's retry time r's next take waits
-// after a take that came back short: the other holders that took before
-// it are taking too, and each of their shares refills before this store's
-// (a turn each), so taking at the retry time alone would mostly find the
-// units gone again. Nothing after a take met in full, or on a key no other
-// store holds.
+// when that time is ahead (the key has less than another want free) and
+// other stores hold the key: the refill of a share for each of them, a
+// turn each. The retry time alone counts what is lent now, not the takes
+// of the others waiting too, so at it a store would mostly find the units
+// gone (a call for a few units or none), and a store that had taken in
+// full would come back before those left short and take again. The wait
+// never makes RetryAfter early; it delays a refused cost by at most the
+// refill of limit/2. Nothing on a key no other store holds, or once
+// another want is free at once (retry 0): the waits then end, so a store
+// whose co-holders take little keeps the key's refill to itself.
 func (a *allowances) backoff(r *allowance, req call, res lendResult) time.Duration {
 	others := res.holders
 	if res.seq != 0 {
