@@ -13,8 +13,9 @@
 -- cost (its retry time measured for need or want, whichever is larger).
 -- held: the holder's remainder when it sent the call (-1: not known); the
 -- lease is cut to it, the rest given back.
--- retry_us, when the take is met: how long until another want units would
--- be free beyond everything lent, this grant included (0: they are now).
+-- retry_us, when the take is met: how long until another retry_units
+-- units (want, or fewer if what is lent leaves less of the limit) are free
+-- beyond everything lent, this grant included (0: they are now).
 -- ARGV[2] is the holder's id (no spaces or colons).
 --
 -- The state is "<a> <b>" as in limit.lua, followed, while anything is lent,
@@ -24,7 +25,8 @@
 -- (charged at the lease end).
 --
 -- The answer: "granted seq lease_us holders retry_us remaining reset_us now
--- matched", matched 1 when the holder's lease seq was live.
+-- matched retry_units", matched 1 when the holder's lease seq was live,
+-- retry_units what retry_us promises on a met take (0: no promise).
 
 local TB = 1
 
@@ -134,7 +136,7 @@ local lent = 0
 for _, it in ipairs(ledger) do lent = lent + it.amt end
 
 local d = debt(now)
-local granted, retry, newseq, lease_us = 0, 0, 0, 0
+local granted, retry, newseq, lease_us, retry_units = 0, 0, 0, 0, 0
 local own = 0
 if mine then own = mine.amt end
 if op == 1 then
@@ -152,13 +154,20 @@ if op == 1 then
     local ask = math.max(want, need - own)
     granted = math.min(ask, avail)
     if want > 0 then
-      -- The holder's next take: when another want units would be free
-      -- beyond what is lent, this grant included (0 while they are), so
-      -- that on a saturated key it takes its share at once rather than
-      -- the few units refilled since the last take (DESIGN 2.5).
+      -- The holder's next take: when another want units (fewer if what
+      -- is lent leaves less of the limit) would be free beyond what is
+      -- lent, this grant included, so that on a saturated key it takes
+      -- its share at once rather than the few units refilled since the
+      -- last take (DESIGN 2.5).
       local w = math.min(want, limit - lent - granted)
-      if w < 1 then w = 1 end
-      retry = cdiv(d + (lent + granted + w) * p - cap, n)
+      if w >= 1 then
+        retry = cdiv(d + (lent + granted + w) * p - cap, n)
+        if retry > 0 then retry_units = w end
+      elseif granted < want then
+        -- Only lease ends make room: a time for one unit by draining,
+        -- for the renewals to wait for; no promise.
+        retry = cdiv(d + (lent + granted + 1) * p - cap, n)
+      end
     end
   end
   if granted > 0 or (mine and mine.amt > 0) then
@@ -209,5 +218,5 @@ else
 end
 
 local remaining = math.max(0, idiv(cap - d - lent * p, p))
-return string.format('%d %d %d %d %d %d %d %d %d', granted, newseq, lease_us, holders, retry,
-  remaining, cdiv(d + lent * p, n), now, matched)
+return string.format('%d %d %d %d %d %d %d %d %d %d', granted, newseq, lease_us, holders, retry,
+  remaining, cdiv(d + lent * p, n), now, matched, retry_units)

@@ -476,17 +476,18 @@ func (a *allowances) apply(r *allowance, req call, res lendResult, now time.Time
 		r.nextTake = now.Add(res.retry)
 	}
 	switch {
-	case res.retry > 0 && req.want > 0 && bucketLike(r.p):
-		// Redis will not have another want units free for this store
-		// before the retry time (whether or not this take was met):
-		// once the remainder is spent, costs up to want are refused here
-		// until then, instead of taking the few units refilled since (on
-		// a saturated key every holder would otherwise call each time
-		// some are back: many small takes). A refusal time still ahead
-		// stays: a refused decision was told to come back then, and what
-		// this call took was free at it too, so it is met then.
+	case res.retry > 0 && res.retryUnits > 0 && bucketLike(r.p):
+		// Redis will not have another retryUnits (want, or fewer) free
+		// for this store before the retry time, whether or not this take
+		// was met: once the remainder is spent, costs up to those are
+		// refused here until then, instead of taking the few units
+		// refilled since (on a saturated key every holder would
+		// otherwise call each time some are back: many small takes). A
+		// refusal time still ahead stays: a refused decision was told to
+		// come back then, and what this call took was free at it too, so
+		// it is met then.
 		if !now.Before(r.notBefore) {
-			r.notBefore, r.nbUnits = now.Add(res.retry+a.backoff(r, req, res)), min(req.want, r.p.Limit)
+			r.notBefore, r.nbUnits = now.Add(res.retry+a.backoff(r, req, res)), min(res.retryUnits, r.p.Limit)
 		}
 	case req.need == 0 || r.remaining >= req.need:
 		r.notBefore = time.Time{}

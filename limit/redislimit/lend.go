@@ -50,6 +50,9 @@ type lendResult struct {
 	reset     time.Duration
 	now       int64 // the server's time of the call, µs
 	matched   bool  // the holder's lease seq was live
+	// retryUnits is, after a met take on a token bucket or GCRA key, how
+	// many units are free beyond what is lent at retry (0: no promise).
+	retryUnits int64
 }
 
 // lend runs the allowance script of p's algorithm for r on key.
@@ -73,11 +76,17 @@ func (s *Store) lend(ctx context.Context, key string, p limit.Policy, r lendRequ
 	if err != nil {
 		return lendResult{}, s.failure(ctx, "lend", []string{k}, err)
 	}
-	var v [9]int64
-	if _, err := parseInts(res, v[:]); err != nil {
+	var v [10]int64
+	rest, err := parseInts(res, v[:9])
+	if err != nil {
 		return lendResult{}, err
+	}
+	if rest != "" { // allowance.lua's retry_units; the windows' script has none
+		if _, err := parseInts(rest, v[9:]); err != nil {
+			return lendResult{}, err
+		}
 	}
 	return lendResult{granted: v[0], seq: v[1], lease: time.Duration(v[2]) * time.Microsecond, holders: v[3],
 		retry: time.Duration(v[4]) * time.Microsecond, remaining: v[5],
-		reset: time.Duration(v[6]) * time.Microsecond, now: v[7], matched: v[8] == 1}, nil
+		reset: time.Duration(v[6]) * time.Microsecond, now: v[7], matched: v[8] == 1, retryUnits: v[9]}, nil
 }
