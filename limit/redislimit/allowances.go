@@ -124,6 +124,7 @@ type allowance struct {
 	holdersAt time.Time // local time of the answer that set holders
 	notBefore time.Time // local refusals of costs up to nbUnits until then
 	nbUnits   int64     // the units Redis will have for this store at notBefore
+	refused   int64     // the largest cost refused since the remainder last met it
 	nextTake  time.Time // the renewal goroutine asks for more only from then
 	srvRemain int64     // what the last call said is left in Redis
 	reset     time.Duration
@@ -301,6 +302,7 @@ func (a *allowances) decide(ctx context.Context, r *allowance, p limit.Policy, c
 		}
 		if cost <= r.nbUnits && now.Before(r.notBefore) {
 			r.demand += cost
+			r.refused = max(r.refused, cost)
 			a.stats.local.Add(1)
 			return r.decision(false, r.notBefore.Sub(now)), true
 		}
@@ -348,6 +350,7 @@ func (a *allowances) decide(ctx context.Context, r *allowance, p limit.Policy, c
 		// others spend them first.
 		wait := res.retry + a.backoff(r, req, res)
 		r.notBefore, r.nbUnits = now.Add(wait), min(max(cost, req.want), r.p.Limit)
+		r.refused = max(r.refused, cost)
 		a.stats.local.Add(1)
 		return r.decision(false, wait), true
 	}
@@ -419,7 +422,10 @@ func (a *allowances) request(r *allowance, now time.Time, need, held int64) call
 	} else if el < 0 {
 		r.rateAt = now // the clock went back
 	}
-	want := max(a.target(r)-held, 0)
+	// At least the largest cost refused since: the decision told to come
+	// back at the refusal time finds it in hand then, even if a renewal
+	// (asking for the target alone) takes the units free at that time.
+	want := max(a.target(r)-held, min(r.refused, r.p.Limit), 0)
 	if left, ok := a.windowLeft(r, now); ok {
 		// Units out at the window's end are forfeit.
 		want = min(want, int64(math.Ceil(r.rate*left.Seconds())))
@@ -491,6 +497,9 @@ func (a *allowances) apply(r *allowance, req call, res lendResult, now time.Time
 		}
 	case req.need == 0 || r.remaining >= req.need:
 		r.notBefore = time.Time{}
+	}
+	if r.remaining >= r.refused {
+		r.refused = 0
 	}
 }
 
