@@ -473,7 +473,10 @@ func (l *lender) take(ctx context.Context, sh *lendShard, se *series, c *envoyrl
 		return err
 	}
 	l.lent.Add(g)
-	se.top, se.holders = max(se.top, top), holders
+	// The counter as this take left it, not the highest seen: one that
+	// Redis lost (restarted empty) counts again from zero, and a count
+	// kept from before would refuse the units the new one lends.
+	se.top, se.holders = top, holders
 	if g == 0 {
 		c.Count = top
 		se.refuse = now.Add(min(l.period, rest))
