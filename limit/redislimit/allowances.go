@@ -123,6 +123,7 @@ type allowance struct {
 	holders   int64
 	notBefore time.Time // local refusals of costs up to nbUnits until then
 	nbUnits   int64     // the units Redis will have for this store at notBefore
+	askAt     time.Time // a refused decision calls again from then (at most a period after the last call)
 	nextTake  time.Time // the renewal goroutine asks for more only from then
 	srvRemain int64     // what the last call said is left in Redis
 	reset     time.Duration
@@ -298,7 +299,7 @@ func (a *allowances) decide(ctx context.Context, r *allowance, p limit.Policy, c
 			}
 			return r.decision(true, 0), true
 		}
-		if cost <= r.nbUnits && now.Before(r.notBefore) {
+		if cost <= r.nbUnits && now.Before(r.askAt) {
 			r.demand += cost
 			a.stats.local.Add(1)
 			return r.decision(false, r.notBefore.Sub(now)), true
@@ -346,6 +347,12 @@ func (a *allowances) decide(ctx context.Context, r *allowance, p limit.Policy, c
 		// that many are free for this store at the retry time, unless
 		// others spend them first.
 		r.notBefore, r.nbUnits = now.Add(res.retry), min(max(cost, req.want), r.p.Limit)
+		// Refused here until then, but asking Redis again after a period at
+		// most: a state that changed meanwhile (Redis restarted empty, or
+		// others gave units back) is seen within a period, as the one-trip
+		// path sees it at once, for a call per period rather than one per
+		// decision.
+		r.askAt = now.Add(min(res.retry, a.period))
 		a.stats.local.Add(1)
 		return r.decision(false, res.retry), true
 	}
@@ -468,7 +475,7 @@ func (a *allowances) apply(r *allowance, req call, res lendResult, now time.Time
 		r.nextTake = now.Add(res.retry)
 	}
 	if req.need == 0 || r.remaining >= req.need {
-		r.notBefore = time.Time{}
+		r.notBefore, r.askAt = time.Time{}, time.Time{}
 	}
 }
 

@@ -389,7 +389,7 @@ func checkAdmitted(t *testing.T, tallies []*tally, limits func(string, time.Dura
 // what the three admit in the window is the limit less at most what the
 // dead one held.
 func TestAllowanceProcessKilled(t *testing.T) {
-	procs, admin := startAllowanceProcs(t)
+	procs, _, admin := startAllowanceProcs(t)
 	redistest.AwayFromWindowEdge(time.Hour, time.Minute)
 	tallies := []*tally{newTally(), newTally(), newTally()}
 	stop := make(chan struct{})
@@ -433,7 +433,7 @@ func TestAllowanceProcessKilled(t *testing.T) {
 // resumed spends at most what it held: across the three, never more than
 // the limit.
 func TestAllowanceProcessFrozen(t *testing.T) {
-	procs, admin := startAllowanceProcs(t)
+	procs, _, admin := startAllowanceProcs(t)
 	frozen := procs[2]
 	t.Cleanup(func() { _ = frozen.cmd.Process.Signal(syscall.SIGCONT) }) // before its stop
 	redistest.AwayFromWindowEdge(time.Hour, time.Minute)
@@ -483,8 +483,8 @@ func TestAllowanceProcessFrozen(t *testing.T) {
 
 // startAllowanceProcs starts three limiterd processes with local
 // allowances on the Envoy rules of allowanceEnvoyRules, on a redis-server
-// of their own, and returns them with a client of that server.
-func startAllowanceProcs(t *testing.T) ([]*child, *redis.Client) {
+// of their own, and returns them with the server and a client of it.
+func startAllowanceProcs(t *testing.T) ([]*child, *redistest.Server, *redis.Client) {
 	t.Helper()
 	bin := buildLimiterd(t)
 	srv := redistest.StartServer(t)
@@ -495,7 +495,7 @@ func startAllowanceProcs(t *testing.T) ([]*child, *redis.Client) {
 	for range 3 {
 		procs = append(procs, startChild(t, bin, config, dir))
 	}
-	return procs, srv.Client(t)
+	return procs, srv, srv.Client(t)
 }
 
 // waitHot waits until the three have admitted n on the hot key, stopping
