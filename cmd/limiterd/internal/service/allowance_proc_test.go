@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -27,15 +28,41 @@ import (
 // admit together on a key, in its window, never exceeds the limit, and
 // comes close to it.
 
-// buildLimiterd builds the command with go build.
+// built is the command built by buildLimiterd, once per test binary, in a
+// directory TestMain removes.
+var built struct {
+	once     sync.Once
+	dir, bin string
+	err      error
+}
+
+// buildLimiterd builds the command with go build, once for the tests of
+// the run.
 func buildLimiterd(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "limiterd")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/costwise/batcher/cmd/limiterd").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v: %s", err, out)
+	built.once.Do(func() {
+		if built.dir, built.err = os.MkdirTemp("", "limiterd-build"); built.err != nil {
+			return
+		}
+		bin := filepath.Join(built.dir, "limiterd")
+		out, err := exec.Command("go", "build", "-o", bin, "github.com/costwise/batcher/cmd/limiterd").CombinedOutput()
+		if err != nil {
+			built.err = fmt.Errorf("go build: %v: %s", err, out)
+			return
+		}
+		built.bin = bin
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
 	}
-	return bin
+	return built.bin
+}
+
+// removeBuilt removes what buildLimiterd built.
+func removeBuilt() {
+	if built.dir != "" {
+		_ = os.RemoveAll(built.dir)
+	}
 }
 
 // child is a limiterd process a test started.

@@ -87,36 +87,39 @@ func restartPhase(t *testing.T, procs []*child, decide func(p *child, key string
 }
 
 // TestAllowanceKeyedRedisRestartedEmpty is TestAllowanceRedisRestartedEmpty
-// on POST /limit, a fixed window of 300 in 15 minutes (limit/redislimit's
-// allowances, whose ledger is inside the key's state): after a restart the
-// processes spend at most the units in their hands beyond the new state's
-// limit, and the new state loses at most the spends they had not reported
-// (both within the ledger's entries at the restart), as DESIGN-allowances.md
-// section 5 says.
+// on POST /limit, a token bucket of 1500 refilled at 1 a second
+// (limit/redislimit's allowances, whose ledger is inside the key's state).
+// As DESIGN-allowances.md section 5 says, after a restart the processes
+// admit beyond the new bucket at most the units in their hands, and the new
+// bucket loses at most the spends they had not reported: both within the
+// ledger's entries at the restart.
 func TestAllowanceKeyedRedisRestartedEmpty(t *testing.T) {
 	bin := buildLimiterd(t)
 	srv := redistest.StartServer(t)
 	admin := srv.Client(t)
-	// Counted in thousandths of a request, the limit times the window in
-	// µs must stay under 2^48.
-	const limit = 300
+	const capacity = 1500
 	config := fmt.Sprintf("store: redis\nbackends:\n  redis: {addr: %q, local_allowance: true}\n", srv.Addr()) +
-		fmt.Sprintf("use_algo: fixed_window\nalgo_settings: {window_size: 900, max_requests: %d}\n", limit)
+		fmt.Sprintf("use_algo: token_bucket\nalgo_settings: {capacity: %d, rate: 1}\n", capacity)
 	var procs []*child
 	for range 3 {
 		procs = append(procs, startChild(t, bin, config, ""))
 	}
-	redistest.AwayFromWindowEdge(15*time.Minute, time.Minute)
 	decide := restDecider(procs)
-	// lent is the sum of the ledger's entries in the hot key's state: per
-	// holder, its units in hand and its spends not yet reported.
+	// lent is the sum of the ledger's entries in the hot key's state, in
+	// requests: per holder, its units in hand and its spends not reported.
 	lent := func() int64 {
 		t.Helper()
 		keys, err := admin.Keys(context.Background(), "limiterd{hot}*").Result()
-		if err != nil || len(keys) != 1 {
-			t.Fatalf("hot key's state: %v, %v; want one key", keys, err)
+		if err != nil || len(keys) > 1 {
+			t.Fatalf("hot key's state: %v, %v; want at most one key", keys, err)
+		}
+		if len(keys) == 0 {
+			return 0
 		}
 		state, err := admin.Get(context.Background(), keys[0]).Result()
+		if errors.Is(err, redis.Nil) {
+			return 0
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -130,27 +133,47 @@ func TestAllowanceKeyedRedisRestartedEmpty(t *testing.T) {
 			n, _ := strconv.ParseInt(parts[1], 10, 64)
 			sum += n
 		}
-		return sum
+		return (sum + tokenScale - 1) / tokenScale
 	}
 
-	first := restartPhase(t, procs, decide, "before the first restart", 100)
+	// A key is lent once it has been busy for four periods (1 s): the first
+	// phase is paced, two callers a process each waiting 5 ms between
+	// calls, so that the bucket is far from spent when it is.
+	tallies := []*tally{newTally(), newTally(), newTally()}
+	stop := make(chan struct{})
+	wg := load(procs, tallies, 2, procSpread, stop, func(p *child, key string) (bool, error) {
+		time.Sleep(5 * time.Millisecond)
+		return decide(p, key)
+	})
+	began := time.Now()
+	for lent() == 0 && time.Since(began) < 10*time.Second {
+		time.Sleep(20 * time.Millisecond)
+	}
+	close(stop)
+	wg.Wait()
+	first := tallies[0].get("hot") + tallies[1].get("hot") + tallies[2].get("hot")
 	held1 := lent()
+	t.Logf("units lent %v after the first call", time.Since(began).Round(time.Millisecond))
+	if held1 == 0 || first >= capacity {
+		t.Fatalf("before the first restart: %d admitted, %d lent in %v; want units lent, the bucket not spent", first, held1, time.Since(began))
+	}
 	srv.Restart(t)
+	began = time.Now()
 	second := restartPhase(t, procs, decide, "after the first restart", 0)
+	refill2 := int64(time.Since(began)/time.Second) + 1
 	held2 := lent()
 	srv.Restart(t)
+	began = time.Now()
 	third := restartPhase(t, procs, decide, "after the second restart", 0)
+	refill3 := int64(time.Since(began)/time.Second) + 1
 
-	t.Logf("hot key: %d admitted, ledger %d at the first restart; %d admitted after it, ledger %d at the second; %d after the second (limit %d)",
-		first, held1, second, held2, third, limit)
-	if first < 100 || first > limit || held1 <= 0 {
-		t.Fatalf("before the first restart: %d admitted, ledger %d; want 100 to %d admitted and some lent", first, held1, limit)
+	t.Logf("hot key: %d admitted, ledger %d at the first restart; %d admitted after it, ledger %d at the second; %d after the second (capacity %d, refills at most %d and %d)",
+		first, held1, second, held2, third, capacity, refill2, refill3)
+	if second > capacity+refill2+held1 || second < capacity-held1 {
+		t.Errorf("after the first restart: %d admitted, want the capacity %d (and at most %d refilled) within the %d units of the ledger", second, capacity, refill2, held1)
 	}
-	if second > limit+held1 || second < limit-held1 {
-		t.Errorf("after the first restart: %d admitted, want the limit %d within the %d units of the ledger", second, limit, held1)
-	}
-	if third > limit || third < limit-held2 {
-		t.Errorf("after the second restart, the limit spent before it: %d admitted, want the limit %d less at most the %d units of the ledger", third, limit, held2)
+	if third > capacity+refill3+held2 || third < capacity-held2 {
+		t.Errorf("after the second restart: %d admitted, want the capacity %d (and at most %d refilled) within the %d units of the ledger", third, capacity, refill3, held2)
 	}
 }
 
