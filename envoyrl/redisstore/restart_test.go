@@ -173,12 +173,11 @@ func TestAllowanceRedisRestartedEmpty(t *testing.T) {
 		// passes store 0's, which then cools and gives back what it held,
 		// under its old lease.
 		var after uint64
-		for {
+		var seq int64
+		for seq <= leases[r.stores[0].AllowanceHolder()] {
 			got, _ := r.drive(t, 5, 1, 2)
 			after += sum(got)
-			if _, _, seq := r.ledger(t); seq > leases[r.stores[0].AllowanceHolder()] {
-				break
-			}
+			_, _, seq = r.ledger(t)
 		}
 		before := r.counter(t)
 		r.clock.Add(time.Second) // cooled: no decision for 4 periods
@@ -199,7 +198,8 @@ func TestAllowanceRedisRestartedEmpty(t *testing.T) {
 		// units stores 1 and 2 held at the restart.
 		got, refusing := r.drive(t, 1500, all...)
 		after += sum(got)
-		t.Logf("held %v at the restart; store 0 forfeited its %d; admitted %d after the restart, limit %d", held, x.Forfeited, after, limit)
+		t.Logf("held %v at the restart; store 0's give-back under lease %d, the new ledger at %d: %d returned, %d forfeited; admitted %d after the restart, limit %d",
+			held, leases[r.stores[0].AllowanceHolder()], seq, x.Returned, x.Forfeited, after, limit)
 		if want := limit + held[1] + held[2]; !refusing || after != want {
 			t.Errorf("admitted %d after the restart (refusing %v), want the limit %d and the %d units stores 1 and 2 held", after, refusing, limit, held[1]+held[2])
 		}
