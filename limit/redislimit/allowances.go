@@ -121,9 +121,9 @@ type allowance struct {
 	rateAt    time.Time // start of the current rate sample
 	rate      float64   // cost per second decided here, smoothed
 	holders   int64
-	notBefore time.Time // local refusals of costs up to nbUnits until then
+	notBefore time.Time // the last denial's retry time: the RetryAfter of local refusals; no renewal before it
 	nbUnits   int64     // the units Redis will have for this store at notBefore
-	askAt     time.Time // a refused decision calls again from then (at most a period after the last call)
+	askAt     time.Time // local refusals of costs up to nbUnits until then: notBefore, or a period after the denial if sooner
 	nextTake  time.Time // the renewal goroutine asks for more only from then
 	srvRemain int64     // what the last call said is left in Redis
 	reset     time.Duration
