@@ -41,6 +41,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/costwise/batcher/envoyrl"
+	"github.com/costwise/batcher/internal/batchctx"
 )
 
 // addScript adds ARGV[i] to KEYS[i] and returns the values after the
@@ -411,7 +412,7 @@ func (w *worker) reset() {
 // run sends one batch and answers its calls.
 func (w *worker) run(batch []*call) {
 	defer w.reset()
-	ctx, cancel := batchContext(batch)
+	ctx, cancel := batchctx.For(batch, batchTimeout)
 	defer cancel()
 	w.plan(batch)
 	err := w.exec(ctx)
@@ -434,28 +435,8 @@ func (w *worker) run(batch []*call) {
 // batchTimeout bounds a batch whose callers have no deadline.
 const batchTimeout = 5 * time.Second
 
-// batchContext bounds a batch by batchTimeout, and by the latest deadline
-// of its calls when every call has one: once every caller has left, a
-// batch still waiting for a connection gives up rather than sending what
-// nobody waits for.
-func batchContext(batch []*call) (context.Context, context.CancelFunc) {
-	deadline := time.Now().Add(batchTimeout)
-	var latest time.Time
-	for _, c := range batch {
-		d, ok := c.ctx.Deadline()
-		if !ok {
-			latest = deadline
-			break
-		}
-		if d.After(latest) {
-			latest = d
-		}
-	}
-	if latest.After(deadline) {
-		latest = deadline
-	}
-	return context.WithDeadline(context.Background(), latest)
-}
+// Deadline is the call's caller's deadline (batchctx.Deadliner).
+func (c *call) Deadline() (time.Time, bool) { return c.ctx.Deadline() }
 
 // plan lists a batch's counters, each key once with its hits summed, and
 // groups them by slot with their script arguments.

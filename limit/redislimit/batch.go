@@ -7,8 +7,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/costwise/batcher/limit"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/costwise/batcher/internal/batchctx"
+	"github.com/costwise/batcher/limit"
 )
 
 // Defaults of the options that shape batches.
@@ -117,34 +119,14 @@ func take(batch []*pending) []*pending {
 	return kept
 }
 
-// batchContext bounds a batch by batchTimeout, and by the latest deadline
-// of its calls when every call has one: once every caller has left, a
-// batch still waiting for a connection gives up rather than sending calls
-// nobody waits for (and, with ContextTimeoutEnabled, stops reading).
-func batchContext(batch []*pending) (context.Context, context.CancelFunc) {
-	deadline := time.Now().Add(batchTimeout)
-	var latest time.Time
-	for _, p := range batch {
-		d, ok := p.ctx.Deadline()
-		if !ok {
-			latest = deadline
-			break
-		}
-		if d.After(latest) {
-			latest = d
-		}
-	}
-	if latest.After(deadline) {
-		latest = deadline
-	}
-	return context.WithDeadline(context.Background(), latest)
-}
+// Deadline is the pending's caller's deadline (batchctx.Deadliner).
+func (p *pending) Deadline() (time.Time, bool) { return p.ctx.Deadline() }
 
 // run sends one batch and answers its calls. The calls' own contexts bound
 // how long each caller waits; the batch itself is bounded by the client's
 // read and write timeouts and by batchContext.
 func (b *batcher) run(batch []*pending) {
-	ctx, cancel := batchContext(batch)
+	ctx, cancel := batchctx.For(batch, batchTimeout)
 	defer cancel()
 	keys := make([]string, len(batch))
 	bp := bufPool.Get().(*[]byte)
