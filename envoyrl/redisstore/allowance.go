@@ -97,8 +97,11 @@ return n
 // AllowanceStats are a store's allowance counts since New.
 type AllowanceStats struct {
 	// Local are the decisions answered from an allowance or a local
-	// refusal, without a store call; Takes the take script calls.
-	Local, Takes uint64
+	// refusal, without a store call; Takes the take script calls, each
+	// made by one decision, which its answer decides; Remote the
+	// decisions sent on the one-trip path (batched INCRBY). Each counter
+	// an Add decides counts in one of the three.
+	Local, Takes, Remote uint64
 	// Lent, Returned and Forfeited are units: taken, given back, and left
 	// unspent when their window ended.
 	Lent, Returned, Forfeited uint64
@@ -121,7 +124,7 @@ type lender struct {
 	swept    chan struct{}
 	back     chan struct{} // closed once close has given every allowance back
 
-	local, takes, lent, returned, forfeited atomic.Uint64
+	local, takes, remote, lent, returned, forfeited atomic.Uint64
 }
 
 type lendShard struct {
@@ -209,6 +212,7 @@ func (l *lender) shard(name string) *lendShard {
 // in one call, to plain.
 func (l *lender) add(ctx context.Context, counters []envoyrl.Counter, plain func(context.Context, []envoyrl.Counter) error) error {
 	if l.givenBack() {
+		l.remote.Add(uint64(len(counters)))
 		return plain(ctx, counters)
 	}
 	var cold []int
@@ -227,10 +231,11 @@ func (l *lender) add(ctx context.Context, counters []envoyrl.Counter, plain func
 			cold = append(cold, i)
 		}
 	}
-	switch len(cold) {
-	case 0:
+	if len(cold) == 0 {
 		return nil
-	case len(counters):
+	}
+	l.remote.Add(uint64(len(cold)))
+	if len(cold) == len(counters) {
 		return plain(ctx, counters)
 	}
 	sub := make([]envoyrl.Counter, len(cold))
@@ -473,7 +478,10 @@ func (l *lender) take(ctx context.Context, sh *lendShard, se *series, c *envoyrl
 		return err
 	}
 	l.lent.Add(g)
-	se.top, se.holders = max(se.top, top), holders
+	// The counter as this take left it, not the highest seen: one that
+	// Redis lost (restarted empty) counts again from zero, and a count
+	// kept from before would refuse the units the new one lends.
+	se.top, se.holders = top, holders
 	if g == 0 {
 		c.Count = top
 		se.refuse = now.Add(min(l.period, rest))
@@ -637,7 +645,7 @@ func (l *lender) close(ctx context.Context) {
 
 func (l *lender) stats() AllowanceStats {
 	return AllowanceStats{
-		Local: l.local.Load(), Takes: l.takes.Load(),
+		Local: l.local.Load(), Takes: l.takes.Load(), Remote: l.remote.Load(),
 		Lent: l.lent.Load(), Returned: l.returned.Load(), Forfeited: l.forfeited.Load(),
 	}
 }

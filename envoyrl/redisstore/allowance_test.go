@@ -521,3 +521,54 @@ func TestAllowanceColdDescriptorsDoNotCrowdOut(t *testing.T) {
 		t.Fatalf("counter %d after %d hits: the hot descriptor got no allowance", n, hits)
 	}
 }
+
+// decided counts the counters a store is asked to decide.
+type decided struct {
+	envoyrl.Store
+	n atomic.Uint64
+}
+
+func (d *decided) Add(ctx context.Context, counters []envoyrl.Counter) error {
+	d.n.Add(uint64(len(counters)))
+	return d.Store.Add(ctx, counters)
+}
+
+// TestAllowanceStatsCountEveryDecision: each counter the store decides is
+// counted once, as local, as a take's or as one-trip, whether its request
+// names a hot descriptor, a cold one, both or one twice.
+func TestAllowanceStatsCountEveryDecision(t *testing.T) {
+	srv := redistest.StartServer(t)
+	clock := newFakeClock(time.Now().Truncate(time.Hour).Add(time.Minute))
+	rules, err := envoyrl.Parse([]envoyrl.File{{Name: "r.yaml", Content: []byte(hourRules + `
+  - key: cold
+    rate_limit: {unit: hour, requests_per_unit: 1000}
+`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := redisstore.New(srv.Client(t), redisstore.Options{LocalAllowance: true, Now: clock.Now})
+	t.Cleanup(func() { st.Close() })
+	d := &decided{Store: st}
+	s := envoyrl.NewService(d, envoyrl.Options{Now: clock.Now})
+	s.SetRules(rules)
+	for i := range 200 {
+		r := req(1, "hot", "h")
+		switch i % 4 {
+		case 1:
+			r = req(1, "hot", "h", "cold", strconv.Itoa(i))
+		case 2:
+			r = req(1, "hot", "h", "hot", "h")
+		}
+		if _, err := s.ShouldRateLimit(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+		clock.Add(time.Millisecond)
+	}
+	x := st.AllowanceStats()
+	if x.Local == 0 || x.Takes == 0 || x.Remote == 0 {
+		t.Fatalf("%+v: want decisions on every path", x)
+	}
+	if sum, n := x.Local+x.Takes+x.Remote, d.n.Load(); sum != n {
+		t.Errorf("%+v: local+takes+remote %d, want the %d counters decided", x, sum, n)
+	}
+}

@@ -122,8 +122,9 @@ type allowance struct {
 	rate      float64   // cost per second decided here, smoothed
 	holders   int64     // the most holders the answers of the last lease counted
 	holdersAt time.Time // local time of the answer that set holders
-	notBefore time.Time // local refusals of costs up to nbUnits until then
+	notBefore time.Time // the last refusal time Redis answered: the RetryAfter of local refusals; no renewal before it
 	nbUnits   int64     // the units Redis will have for this store at notBefore
+	askAt     time.Time // local refusals of costs up to nbUnits until then: notBefore, or a period after the answer if sooner
 	refused   int64     // the largest cost refused since the remainder last met it
 	nextTake  time.Time // the renewal goroutine asks for more only from then
 	srvRemain int64     // what the last call said is left in Redis
@@ -300,7 +301,7 @@ func (a *allowances) decide(ctx context.Context, r *allowance, p limit.Policy, c
 			}
 			return r.decision(true, 0), true
 		}
-		if cost <= r.nbUnits && now.Before(r.notBefore) {
+		if cost <= r.nbUnits && now.Before(r.askAt) {
 			r.demand += cost
 			r.refused = max(r.refused, cost)
 			a.stats.local.Add(1)
@@ -351,6 +352,12 @@ func (a *allowances) decide(ctx context.Context, r *allowance, p limit.Policy, c
 		wait := res.retry + a.backoff(r, req, res)
 		r.notBefore, r.nbUnits = now.Add(wait), min(max(cost, req.want), r.p.Limit)
 		r.refused = max(r.refused, cost)
+		// Refused here until then, but asking Redis again after a period at
+		// most: a state that changed meanwhile (Redis restarted empty, or
+		// others gave units back) is seen within a period, as the one-trip
+		// path sees it at once, for a call per period rather than one per
+		// decision.
+		r.askAt = now.Add(min(wait, a.period))
 		a.stats.local.Add(1)
 		return r.decision(false, wait), true
 	}
@@ -492,11 +499,14 @@ func (a *allowances) apply(r *allowance, req call, res lendResult, now time.Time
 		// refusal time still ahead stays: a refused decision was told to
 		// come back then, and what this call took was free at it too, so
 		// it is met then.
+		// As after a denial, Redis is asked again after a period at most.
 		if !now.Before(r.notBefore) {
-			r.notBefore, r.nbUnits = now.Add(res.retry+a.backoff(r, req, res)), min(res.retryUnits, r.p.Limit)
+			wait := res.retry + a.backoff(r, req, res)
+			r.notBefore, r.nbUnits = now.Add(wait), min(res.retryUnits, r.p.Limit)
+			r.askAt = now.Add(min(wait, a.period))
 		}
 	case req.need == 0 || r.remaining >= req.need:
-		r.notBefore = time.Time{}
+		r.notBefore, r.askAt = time.Time{}, time.Time{}
 	}
 	if r.remaining >= r.refused {
 		r.refused = 0

@@ -258,6 +258,43 @@ func TestAllowanceRedisRestartedEmpty(t *testing.T) {
 	}
 }
 
+// TestAllowanceRefusingThenRedisRestartedEmpty: Redis restarts empty while
+// a store refuses a hot key locally, its last call denied with the limit
+// spent. Within a period (half the lease) the store asks Redis again and
+// then admits the new state's whole limit, as the one-trip path does;
+// refusing until the old state's retry time (a window's end, an hour for
+// the bucket's next token) would lose it.
+func TestAllowanceRefusingThenRedisRestartedEmpty(t *testing.T) {
+	for _, p := range []limit.Policy{
+		limit.TokenBucket(100, limit.PerHour(1)).Named("tb"),
+		limit.FixedWindow(100, time.Hour).Named("fw"),
+		limit.SlidingWindow(100, time.Hour).Named("sw"),
+	} {
+		t.Run(p.Name, func(t *testing.T) {
+			clock := limittest.NewClock(time.Unix(1_699_999_200, 0).Add(time.Minute))
+			srv, a, _, reconnect := restartPair(t, clock)
+			makeHot(t, a, "k", p)
+			if before := drain(t, a, "k", p); before != p.Limit {
+				t.Fatalf("before the restart: %d admitted, want the limit %d", before, p.Limit)
+			}
+			srv.Restart(t)
+			reconnect()
+			// A decision every 50 ms for a period (half the 1-s lease), so
+			// that the key stays warm and its record is kept, then a drain.
+			var after int64
+			for range 10 {
+				after += drainN(t, a, p, 1)
+				clock.Advance(50 * time.Millisecond)
+			}
+			after += drainN(t, a, p, 2*p.Limit)
+			t.Logf("admitted %d after the restart (limit %d); %+v", after, p.Limit, a.AllowanceStats())
+			if after != p.Limit {
+				t.Fatalf("a period after the restart: %d admitted, want the new state's limit %d", after, p.Limit)
+			}
+		})
+	}
+}
+
 // drainN decides cost 1 on "k" n times from s and returns how many were
 // allowed.
 func drainN(t *testing.T, s *redislimit.Store, p limit.Policy, n int64) int64 {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -27,15 +28,41 @@ import (
 // admit together on a key, in its window, never exceeds the limit, and
 // comes close to it.
 
-// buildLimiterd builds the command with go build.
+// built is the command built by buildLimiterd, once per test binary, in a
+// directory TestMain removes.
+var built struct {
+	once     sync.Once
+	dir, bin string
+	err      error
+}
+
+// buildLimiterd builds the command with go build, once for the tests of
+// the run.
 func buildLimiterd(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "limiterd")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/costwise/batcher/cmd/limiterd").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v: %s", err, out)
+	built.once.Do(func() {
+		if built.dir, built.err = os.MkdirTemp("", "limiterd-build"); built.err != nil {
+			return
+		}
+		bin := filepath.Join(built.dir, "limiterd")
+		out, err := exec.Command("go", "build", "-o", bin, "github.com/costwise/batcher/cmd/limiterd").CombinedOutput()
+		if err != nil {
+			built.err = fmt.Errorf("go build: %v: %s", err, out)
+			return
+		}
+		built.bin = bin
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
 	}
-	return bin
+	return built.bin
+}
+
+// removeBuilt removes what buildLimiterd built.
+func removeBuilt() {
+	if built.dir != "" {
+		_ = os.RemoveAll(built.dir)
+	}
 }
 
 // child is a limiterd process a test started.
@@ -389,7 +416,7 @@ func checkAdmitted(t *testing.T, tallies []*tally, limits func(string, time.Dura
 // what the three admit in the window is the limit less at most what the
 // dead one held.
 func TestAllowanceProcessKilled(t *testing.T) {
-	procs, admin := startAllowanceProcs(t)
+	procs, _, admin := startAllowanceProcs(t)
 	redistest.AwayFromWindowEdge(time.Hour, time.Minute)
 	tallies := []*tally{newTally(), newTally(), newTally()}
 	stop := make(chan struct{})
@@ -433,7 +460,7 @@ func TestAllowanceProcessKilled(t *testing.T) {
 // resumed spends at most what it held: across the three, never more than
 // the limit.
 func TestAllowanceProcessFrozen(t *testing.T) {
-	procs, admin := startAllowanceProcs(t)
+	procs, _, admin := startAllowanceProcs(t)
 	frozen := procs[2]
 	t.Cleanup(func() { _ = frozen.cmd.Process.Signal(syscall.SIGCONT) }) // before its stop
 	redistest.AwayFromWindowEdge(time.Hour, time.Minute)
@@ -483,8 +510,8 @@ func TestAllowanceProcessFrozen(t *testing.T) {
 
 // startAllowanceProcs starts three limiterd processes with local
 // allowances on the Envoy rules of allowanceEnvoyRules, on a redis-server
-// of their own, and returns them with a client of that server.
-func startAllowanceProcs(t *testing.T) ([]*child, *redis.Client) {
+// of their own, and returns them with the server and a client of it.
+func startAllowanceProcs(t *testing.T) ([]*child, *redistest.Server, *redis.Client) {
 	t.Helper()
 	bin := buildLimiterd(t)
 	srv := redistest.StartServer(t)
@@ -495,7 +522,7 @@ func startAllowanceProcs(t *testing.T) ([]*child, *redis.Client) {
 	for range 3 {
 		procs = append(procs, startChild(t, bin, config, dir))
 	}
-	return procs, srv.Client(t)
+	return procs, srv, srv.Client(t)
 }
 
 // waitHot waits until the three have admitted n on the hot key, stopping

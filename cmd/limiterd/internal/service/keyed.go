@@ -113,6 +113,9 @@ func newKeyed(cfg Config, rdb redis.UniversalClient, m *metrics) (keyedLimiter, 
 			return nil, err
 		}
 		base, k.stop = rs, func() { closeRedisLimitStore(rs) }
+		if cfg.Backends.Redis.LocalAllowance {
+			m.allowances("keyed", keyedAllowanceCounts(rs, scale))
+		}
 		k.ping = func(ctx context.Context) error { return rdb.Ping(ctx).Err() }
 	} else {
 		mem, err := k.memory(cfg, m, "keyed")

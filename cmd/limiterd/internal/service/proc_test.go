@@ -31,7 +31,9 @@ func TestMain(m *testing.M) {
 		stop()
 		os.Exit(code)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	removeBuilt()
+	os.Exit(code)
 }
 
 // proc is a limiterd a test started.

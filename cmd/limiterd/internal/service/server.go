@@ -128,6 +128,9 @@ func (s *server) buildEnvoy(rdb redis.UniversalClient) error {
 			LocalAllowance:   s.cfg.Backends.Redis.LocalAllowance,
 		})
 		s.holder = rs.AllowanceHolder()
+		if s.cfg.Backends.Redis.LocalAllowance {
+			s.metrics.allowances("envoy", envoyAllowanceCounts(rs))
+		}
 		// Before the client: Close gives back what the allowances hold.
 		s.closers = append([]func() error{rs.Close}, s.closers...)
 		fs, err := s.envoyFallback(rs)
