@@ -489,22 +489,24 @@ func (a *allowances) apply(r *allowance, req call, res lendResult, now time.Time
 		r.nextTake = now.Add(res.retry)
 	}
 	switch {
-	case res.retry > 0 && res.retryUnits > 0 && bucketLike(r.p):
-		// Redis will not have another retryUnits (want, or fewer) free
-		// for this store before the retry time, whether or not this take
-		// was met: once the remainder is spent, costs up to those are
-		// refused here until then, instead of taking the few units
+	case res.retry > 0 && res.retryUnits > 0 && res.granted < req.want && bucketLike(r.p):
+		// The take came back short (met or not), and Redis will not have
+		// another retryUnits (want, or fewer) free for this store before
+		// the retry time: once the remainder is spent, costs up to those
+		// are refused here until then, instead of taking the few units
 		// refilled since (on a saturated key every holder would
-		// otherwise call each time some are back: many small takes). A
+		// otherwise call each time some are back: many small takes). As
+		// after a denial, Redis is asked again after a period at most. A
 		// refusal time still ahead stays: a refused decision was told to
 		// come back then, and what this call took was free at it too, so
-		// it is met then.
-		// As after a denial, Redis is asked again after a period at most.
+		// it is met then. A take met in full sets no wait: the call that
+		// finds its units spent reports them (a state restarted empty
+		// meanwhile is not charged with them) and waits from its answer.
 		if !now.Before(r.notBefore) {
-			wait := res.retry + a.backoff(r, req, res)
-			r.notBefore, r.nbUnits = now.Add(wait), min(res.retryUnits, r.p.Limit)
-			r.askAt = now.Add(min(wait, a.period))
+			r.notBefore = now.Add(res.retry + a.backoff(r, req, res))
+			r.nbUnits = min(res.retryUnits, r.p.Limit)
 		}
+		r.askAt = now.Add(min(r.notBefore.Sub(now), a.period))
 	case req.need == 0 || r.remaining >= req.need:
 		r.notBefore, r.askAt = time.Time{}, time.Time{}
 	}
@@ -514,16 +516,13 @@ func (a *allowances) apply(r *allowance, req call, res lendResult, now time.Time
 }
 
 // backoff is how much later than Redis's retry time r's next take waits
-// when that time is ahead (the key has less than another want free) and
-// other stores hold the key: the refill of a share for each of them, a
-// turn each. The retry time alone counts what is lent now, not the takes
-// of the others waiting too, so at it a store would mostly find the units
-// gone (a call for a few units or none), and a store that had taken in
-// full would come back before those left short and take again. The wait
-// never makes RetryAfter early; it delays a refused cost by at most the
-// refill of limit/2. Nothing on a key no other store holds, or once
-// another want is free at once (retry 0): the waits then end, so a store
-// whose co-holders take little keeps the key's refill to itself.
+// after a short take or a denial while other stores hold the key: the
+// refill of a share for each of them, a turn each. The retry time alone
+// counts what is lent now, not the takes of the others waiting too, so at
+// it a store would mostly find the units gone again (a call for a few
+// units or none). The wait never makes RetryAfter early; it delays a
+// refused cost by at most the refill of limit/2. Nothing on a key no
+// other store holds, or once another want is free at once (retry 0).
 func (a *allowances) backoff(r *allowance, req call, res lendResult) time.Duration {
 	others := res.holders
 	if res.seq != 0 {
@@ -550,10 +549,7 @@ func (a *allowances) due(r *allowance, now time.Time) bool {
 		return false
 	}
 	if r.seq != 0 && !now.Before(r.sent.Add(a.period)) {
-		// A lease with nothing left while Redis has nothing for this
-		// store either keeps nothing worth renewing: its spends are
-		// reported by the next take, or charged at the lease end.
-		return r.remaining > 0 || !now.Before(r.notBefore)
+		return true
 	}
 	return r.remaining*4 < a.target(r) && !now.Before(r.nextTake) && !now.Before(r.notBefore)
 }
