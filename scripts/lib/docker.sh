@@ -1,6 +1,6 @@
 # Docker for scripts/test: docker_ensure makes sure a Docker daemon answers,
-# starting dockerd in the background when it is installed, we are root and
-# none runs; docker_stop stops only a daemon docker_ensure started.
+# starting dockerd in the background when we are root and none runs (after
+# installing Debian's docker.io when dockerd is missing and apt-get is there); docker_stop stops only a daemon docker_ensure started.
 # docker_ensure returns non-zero, with the reason in $docker_reason, when
 # no daemon can be had (no docker, not root, or dockerd does not start, as
 # in containers without the privileges it needs).
@@ -14,6 +14,14 @@ docker_ensure() {
     return 1
   fi
   docker info >/dev/null 2>&1 && return 0
+  if ! command -v dockerd >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    # Debian's docker.io brings dockerd (a docker command may be there without it).
+    echo "== installing dockerd (apt-get install docker.io)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y -qq --no-install-recommends docker.io >/dev/null 2>&1 ||
+      { apt-get update -qq && apt-get install -y -qq --no-install-recommends docker.io >/dev/null; } ||
+      echo "apt-get install docker.io failed" >&2
+  fi
   if ! command -v dockerd >/dev/null 2>&1 || [ "$(id -u)" != 0 ]; then
     docker_reason="no Docker daemon runs and dockerd cannot be started here (not installed, or not root)"
     return 1
