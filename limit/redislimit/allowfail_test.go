@@ -261,9 +261,10 @@ func TestAllowanceRedisRestartedEmpty(t *testing.T) {
 // TestAllowanceRefusingThenRedisRestartedEmpty: Redis restarts empty while
 // a store refuses a hot key locally, its last call denied with the limit
 // spent. Within a period (half the lease) the store asks Redis again and
-// then admits the new state's whole limit, as the one-trip path does;
-// refusing until the old state's retry time (a window's end, an hour for
-// the bucket's next token) would lose it.
+// then admits the new state's whole limit, as the one-trip path does (the
+// bucket less the spends its last report carries); refusing until the old
+// state's retry time (a window's end, an hour for the bucket's next token)
+// would lose it.
 func TestAllowanceRefusingThenRedisRestartedEmpty(t *testing.T) {
 	for _, p := range []limit.Policy{
 		limit.TokenBucket(100, limit.PerHour(1)).Named("tb"),
@@ -288,8 +289,15 @@ func TestAllowanceRefusingThenRedisRestartedEmpty(t *testing.T) {
 			}
 			after += drainN(t, a, p, 2*p.Limit)
 			t.Logf("admitted %d after the restart (limit %d); %+v", after, p.Limit, a.AllowanceStats())
-			if after != p.Limit {
-				t.Fatalf("a period after the restart: %d admitted, want the new state's limit %d", after, p.Limit)
+			// The bucket's last short take may have spends not yet reported:
+			// the new state is charged for them (one report, at most a share,
+			// DESIGN-allowances.md 2.4 and 2.5); the windows report none.
+			lo := p.Limit
+			if p.Name == "tb" {
+				lo = p.Limit - p.Limit/2
+			}
+			if after > p.Limit || after < lo {
+				t.Fatalf("a period after the restart: %d admitted, want the new state's limit %d (at least %d)", after, p.Limit, lo)
 			}
 		})
 	}
