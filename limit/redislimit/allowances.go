@@ -321,6 +321,15 @@ func (a *allowances) decide(ctx context.Context, r *allowance, p limit.Policy, c
 			continue
 		}
 		if left, ok := a.windowLeft(r, now); ok && left < a.lease/4 {
+			if cost <= r.nbUnits && now.Before(r.notBefore) {
+				// Denied until the window's end at the last call: refused
+				// here until then, since asking again would send every
+				// decision of the window's last stretch to Redis.
+				r.demand += cost
+				r.refused = max(r.refused, cost)
+				a.stats.local.Add(1)
+				return r.decision(false, r.notBefore.Sub(now)), true
+			}
 			// Too little of the window is left for a lease to pay.
 			return limit.Decision{}, false
 		}

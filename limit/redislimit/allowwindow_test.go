@@ -101,3 +101,35 @@ func TestAllowanceWindowsExactAcrossStores(t *testing.T) {
 		})
 	}
 }
+
+// TestAllowanceWindowEndStaysLocal: a store denied on a window key until
+// the window's end refuses locally through the window's last stretch (too
+// short for a lease), instead of sending each of those decisions to Redis.
+func TestAllowanceWindowEndStaysLocal(t *testing.T) {
+	for _, p := range []limit.Policy{
+		limit.FixedWindow(100, 10*time.Second).Named("fw"),
+		limit.SlidingWindow(100, 10*time.Second).Named("sw"),
+	} {
+		t.Run(p.Name, func(t *testing.T) {
+			start := windowStart.Truncate(10 * time.Second)
+			clock := limittest.NewClock(start)
+			s := allowanceStores(t, clock, 1)[0]
+			s.MakeHotForTest("k", p) // drainN's key
+			if got := drainN(t, s, p, 2*p.Limit); got != p.Limit {
+				t.Fatalf("%d admitted in a fresh window, want the limit %d", got, p.Limit)
+			}
+			if st := s.AllowanceStats(); st.Lent == 0 {
+				t.Fatalf("nothing lent: %+v", st)
+			}
+			clock.Set(start.Add(10*time.Second - 100*time.Millisecond))
+			before := s.AllowanceStats()
+			if got := drainN(t, s, p, 200); got != 0 {
+				t.Fatalf("%d admitted in the spent window's last 100 ms", got)
+			}
+			after := s.AllowanceStats()
+			if remote, calls := after.Remote-before.Remote, after.Commands-before.Commands; remote != 0 || calls > 1 {
+				t.Fatalf("200 decisions in the window's last 100 ms: %d one-trip, %d script calls; want 0 and at most 1", remote, calls)
+			}
+		})
+	}
+}
