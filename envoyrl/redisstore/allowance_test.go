@@ -209,9 +209,19 @@ descriptors:
     rate_limit: {unit: hour, requests_per_unit: 1000}
 `
 
-// TestAllowanceGivenBackOnClose checks that Close returns what a store
-// holds: the counter falls back to what was spent.
-func TestAllowanceGivenBackOnClose(t *testing.T) {
+// holdingStore is a store holding an allowance of hourRules' counter "hot"/"h".
+type holdingStore struct {
+	st    *redisstore.Store
+	s     *envoyrl.Service
+	admin *redis.Client
+	key   string // the counter
+	held  uint64 // its value: the hits and the units held unspent
+}
+
+// holding starts a server and a store with allowances on a fake clock and
+// sends hits requests, enough for the store to take an allowance.
+func holding(t *testing.T, hits int) holdingStore {
+	t.Helper()
 	srv := redistest.StartServer(t)
 	admin := srv.Client(t)
 	clock := newFakeClock(time.Now().Truncate(time.Hour).Add(time.Minute))
@@ -221,7 +231,6 @@ func TestAllowanceGivenBackOnClose(t *testing.T) {
 	}
 	st := redisstore.New(srv.Client(t), redisstore.Options{LocalAllowance: true, Now: clock.Now})
 	s := envoyrl.NewService(st, envoyrl.Options{Now: clock.Now})
-	const hits = 25
 	s.SetRules(rules)
 	for range hits {
 		if _, err := s.ShouldRateLimit(context.Background(), req(1, "hot", "h")); err != nil {
@@ -229,10 +238,19 @@ func TestAllowanceGivenBackOnClose(t *testing.T) {
 		}
 	}
 	key := fmt.Sprintf("rs_hot_h_%d", clock.Now().Truncate(time.Hour).Unix())
-	held, _ := admin.Get(context.Background(), key).Uint64()
-	if held <= hits {
-		t.Fatalf("counter %d after %d hits: no allowance was taken", held, hits)
+	n, _ := admin.Get(context.Background(), key).Uint64()
+	if n <= uint64(hits) {
+		t.Fatalf("counter %d after %d hits: no allowance was taken", n, hits)
 	}
+	return holdingStore{st: st, s: s, admin: admin, key: key, held: n}
+}
+
+// TestAllowanceGivenBackOnClose checks that Close returns what a store
+// holds: the counter falls back to what was spent.
+func TestAllowanceGivenBackOnClose(t *testing.T) {
+	const hits = 25
+	h := holding(t, hits)
+	st, admin, key, held := h.st, h.admin, h.key, h.held
 	st.Close()
 	back, _ := admin.Get(context.Background(), key).Uint64()
 	if back != hits {
@@ -248,27 +266,9 @@ func TestAllowanceGivenBackOnClose(t *testing.T) {
 // elsewhere, waits for them; sent to Redis at once, it would find the
 // counter at the limit and be refused.
 func TestAllowanceDecidedDuringGiveBack(t *testing.T) {
-	srv := redistest.StartServer(t)
-	admin := srv.Client(t)
-	clock := newFakeClock(time.Now().Truncate(time.Hour).Add(time.Minute))
-	rules, err := envoyrl.Parse([]envoyrl.File{{Name: "r.yaml", Content: []byte(hourRules)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := redisstore.New(srv.Client(t), redisstore.Options{LocalAllowance: true, Now: clock.Now})
-	s := envoyrl.NewService(st, envoyrl.Options{Now: clock.Now})
-	s.SetRules(rules)
 	const hits = 25
-	for range hits {
-		if _, err := s.ShouldRateLimit(context.Background(), req(1, "hot", "h")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	key := fmt.Sprintf("rs_hot_h_%d", clock.Now().Truncate(time.Hour).Unix())
-	held, _ := admin.Get(context.Background(), key).Uint64()
-	if held <= hits {
-		t.Fatalf("counter %d after %d hits: no allowance was taken", held, hits)
-	}
+	h := holding(t, hits)
+	st, s, admin, key, held := h.st, h.s, h.admin, h.key, h.held
 	// Another instance spends the rest of the limit.
 	if err := admin.IncrBy(context.Background(), key, 1000-int64(held)).Err(); err != nil {
 		t.Fatal(err)
