@@ -38,20 +38,7 @@ func TestAllowanceExactUnderConcurrency(t *testing.T) {
 		limit.GCRA(limit.PerSecond(200), 100).Named("gcra"),
 	}
 	clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
-	stores := make([]*redislimit.Store, 3)
-	var prefix string
-	for i := range stores {
-		c := connect(t)
-		if i == 0 {
-			prefix = testPrefix(t, c)
-		}
-		s, err := redislimit.New(c, redislimit.Options{Prefix: prefix, Clock: clock, LocalAllowance: true,
-			AllowanceLease: lease})
-		if err != nil {
-			t.Fatal(err)
-		}
-		stores[i] = s
-	}
+	stores := leasedStores(t, clock, 3, lease)
 	type adm struct {
 		at  int // phase
 		key string

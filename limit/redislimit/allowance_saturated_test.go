@@ -7,7 +7,6 @@ import (
 
 	"github.com/costwise/batcher/limit"
 	"github.com/costwise/batcher/limit/limittest"
-	"github.com/costwise/batcher/limit/redislimit"
 )
 
 // TestAllowanceSaturatedKeyTakesShares: three stores ask for ten times a
@@ -28,21 +27,7 @@ func TestAllowanceSaturatedKeyTakesShares(t *testing.T) {
 	} {
 		t.Run(p.Name, func(t *testing.T) {
 			clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
-			stores := make([]*redislimit.Store, 3)
-			var prefix string
-			for i := range stores {
-				c := connect(t)
-				if i == 0 {
-					prefix = testPrefix(t, c)
-				}
-				s, err := redislimit.New(c, redislimit.Options{Prefix: prefix, Clock: clock, LocalAllowance: true,
-					AllowanceLease: lease})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer s.Close(context.Background())
-				stores[i] = s
-			}
+			stores := leasedStores(t, clock, 3, lease)
 			warm(t, clock, stores, "hot", p, lease)
 			ctx := context.Background()
 			var admitted [3]int64

@@ -18,6 +18,12 @@ import (
 // the test server, closed at cleanup.
 func allowanceStores(t *testing.T, clock limit.Clock, n int) []*redislimit.Store {
 	t.Helper()
+	return leasedStores(t, clock, n, time.Second)
+}
+
+// leasedStores is allowanceStores with allowances leased for lease.
+func leasedStores(t *testing.T, clock limit.Clock, n int, lease time.Duration) []*redislimit.Store {
+	t.Helper()
 	out := make([]*redislimit.Store, n)
 	var prefix string
 	for i := range out {
@@ -26,7 +32,7 @@ func allowanceStores(t *testing.T, clock limit.Clock, n int) []*redislimit.Store
 			prefix = testPrefix(t, c)
 		}
 		s, err := redislimit.New(c, redislimit.Options{Prefix: prefix, Clock: clock, LocalAllowance: true,
-			AllowanceLease: time.Second})
+			AllowanceLease: lease})
 		if err != nil {
 			t.Fatal(err)
 		}
