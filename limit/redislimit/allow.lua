@@ -6,11 +6,21 @@
 -- runs every step on both.
 --
 -- KEYS[i] is the state key of decision i; ARGV[1] holds, for each decision,
--- "alg limit n p w cost now" (see limit.lua; now is -1 for the server's
--- TIME). A key listed twice sees the first decision's effect. The answer is
--- one string, "allowed reason remaining retry_us reset_us" per decision.
--- Commands: one MGET, one TIME when a decision asks for the server's clock,
--- one SET per key that changed.
+-- "alg limit n p w cost now want lease seq used spent_at" (see limit.lua
+-- for the first seven; now is -1 for the server's TIME). The last five lend
+-- a token bucket or GCRA key far from its limit a few units along with the
+-- decision (Options.ColdLease, DESIGN-allowances.md section 10), to the
+-- holder ARGV[2]: want units for lease µs, granted only when the decision
+-- is allowed, the holder has no live lease on the key, and at least half
+-- the limit stays free beyond them; seq, when not 0, is the holder's
+-- earlier lease on the key, which the call ends first: used units spent
+-- under it (at or before spent_at µs; -1: now) are charged, the rest given
+-- back. want 0 and seq 0: a plain decision.
+-- A key listed twice sees the first decision's effect. The answer is one
+-- string, "allowed reason remaining retry_us reset_us granted seq now" per
+-- decision (granted units lent under the new lease seq; now the server's
+-- µs). Commands: one MGET, one TIME when a decision asks for the server's
+-- clock, one SET per key that changed.
 
 local spec = {}
 for x in string.gmatch(ARGV[1], '%S+') do spec[#spec + 1] = tonumber(x) end
@@ -40,15 +50,27 @@ local function charge(alg, st, amt, t, n, p)
   end
 end
 
+local holder = ARGV[2] or ''
 local server
 local vals = redis.call('MGET', unpack(KEYS))
 local states, order = {}, {}
 local out = {}
 
+-- tail formats the live leases of a token bucket or GCRA state.
+local function tail(st)
+  if #st.ledger == 0 then return '' end
+  local items = {}
+  for _, it in ipairs(st.ledger) do
+    items[#items + 1] = string.format('%s:%d:%d:%d', it.h, it.amt, it.e, it.s)
+  end
+  return ' L ' .. table.concat(items, ' ')
+end
+
 for i = 1, #KEYS do
-  local o = (i - 1) * 7
+  local o = (i - 1) * 12
   local alg, limit, n, p, w, cost, now = spec[o + 1], spec[o + 2], spec[o + 3],
     spec[o + 4], spec[o + 5], spec[o + 6], spec[o + 7]
+  local want, lease, seq, used, spent_at = spec[o + 8], spec[o + 9], spec[o + 10], spec[o + 11], spec[o + 12]
   -- A time given by the caller (a test's fake clock) does not pass like the
   -- server's, which runs the expiries: keep keys an hour longer then.
   local slack = 3600000
@@ -62,7 +84,7 @@ for i = 1, #KEYS do
   local key = KEYS[i]
   local st = states[key]
   if not st then
-    st = {a = 0, b = 0, lent = 0, tail = '', last = 0}
+    st = {a = 0, b = 0, lent = 0, ledger = {}}
     local v = vals[i]
     if v then
       local x, y = string.match(v, '^(%-?%d+) ?(%-?%d*)')
@@ -71,11 +93,11 @@ for i = 1, #KEYS do
       -- count as spent at their end; the live ones as debt that does not
       -- drain. Charging depends only on the stored state and now, so a
       -- denied decision need not write it.
-      local tail = string.match(v, ' L (.*)$')
-      if tail and (alg == 1 or alg == 2) then
-        local ledger, items = {}, {}
-        for h, amt, e, sq in string.gmatch(tail, '(%S+):(%d+):(%d+):(%d+)') do
-          ledger[#ledger + 1] = {h = h, amt = tonumber(amt), e = tonumber(e), s = sq}
+      local t = string.match(v, ' L (.*)$')
+      if t and (alg == 1 or alg == 2) then
+        local ledger = {}
+        for h, amt, e, sq in string.gmatch(t, '(%S+):(%d+):(%d+):(%d+)') do
+          ledger[#ledger + 1] = {h = h, amt = tonumber(amt), e = tonumber(e), s = tonumber(sq)}
         end
         table.sort(ledger, function(x, y) return x.e < y.e end)
         for _, it in ipairs(ledger) do
@@ -83,23 +105,22 @@ for i = 1, #KEYS do
             charge(alg, st, it.amt, it.e, n, p)
           else
             st.lent = st.lent + it.amt
-            st.last = math.max(st.last, it.e)
-            items[#items + 1] = string.format('%s:%d:%d:%s', it.h, it.amt, it.e, it.s)
+            st.ledger[#st.ledger + 1] = it
           end
         end
-        if #items > 0 then st.tail = ' L ' .. table.concat(items, ' ') end
-      elseif tail and alg == 3 then
+      elseif t and alg == 3 then
         -- A fixed window's lent units are in its count: the ledger only
         -- goes along while the window lasts (leases end with it).
-        st.wtail, st.wid = ' L ' .. tail, st.a
+        st.wtail, st.wid = ' L ' .. t, st.a
       end
     end
     states[key] = st
   end
-  local a, b = st.a, st.b
   local allowed, reason, remaining, retry, reset = 0, 0, 0, 0, 0
+  local granted, newseq = 0, 0
 
   if alg == 3 then
+    local a, b = st.a, st.b
     local id, t = idiv(now, w), now
     if id < a then id, t = a, a * w end
     local count = 0
@@ -125,6 +146,27 @@ for i = 1, #KEYS do
     -- Token bucket (alg 1: a = debt, b = its time) and GCRA (alg 2: a =
     -- TAT, b = its fraction): both reduce to a debt d in units, a token
     -- weighing p units.
+    if seq > 0 then
+      -- The holder's earlier lease ends: its spends are charged, the rest
+      -- given back. A lease the state does not hold (it ended, or Redis
+      -- restarted empty) has its reported spends charged all the same: a
+      -- loss at worst, never an over-admission.
+      local t = now
+      if spent_at >= 0 and spent_at < now then t = spent_at end
+      local kept, found = {}, false
+      for _, it in ipairs(st.ledger) do
+        if not found and it.h == holder and it.s == seq then
+          found = true
+          charge(alg, st, math.min(used, it.amt), t, n, p)
+          st.lent = st.lent - it.amt
+        else
+          kept[#kept + 1] = it
+        end
+      end
+      if not found then charge(alg, st, used, t, n, p) end
+      st.ledger, st.dirty = kept, true
+    end
+    local a, b = st.a, st.b
     local cap, d, t = limit * p, 0, now
     if alg == 1 then
       t = math.max(now, b)
@@ -154,29 +196,60 @@ for i = 1, #KEYS do
       d = d + cost * p
     end
     remaining = math.max(0, idiv(cap - d - lent, p))
+    if allowed == 1 and want > 0 and remaining - want >= idiv(limit, 2) then
+      local mine = false
+      for _, it in ipairs(st.ledger) do
+        if it.h == holder then mine = true end
+      end
+      if not mine then
+        newseq = now
+        for _, it in ipairs(st.ledger) do
+          if it.s >= newseq then newseq = it.s + 1 end
+        end
+        st.ledger[#st.ledger + 1] = {h = holder, amt = want, e = now + lease, s = newseq}
+        st.lent, st.dirty = st.lent + want, true
+        granted, lent = want, lent + want * p
+        remaining = remaining - want
+      end
+    end
     if d + lent > 0 then reset = idiv(d + lent + n - 1, n) end
     if allowed == 1 and cost > 0 then
+      st.dirty = true
       if alg == 1 then
         st.a, st.b = d, t
-        st.val = string.format('%d %d', d, t)
       else
         local q = idiv(d, n)
-        local frac = d - q * n
-        st.a, st.b = now + q, frac
-        if frac == 0 then st.val = string.format('%d', now + q) else st.val = string.format('%d %d', now + q, frac) end
+        st.a, st.b = now + q, d - q * n
       end
-      st.px = math.max(1, idiv(t - now + reset + 999, 1000)) + slack
-      if st.tail ~= '' then
-        st.val = st.val .. st.tail
-        st.px = math.max(st.px, idiv(st.last - now + reset + 999, 1000) + slack)
+    end
+    if st.dirty then
+      -- The state's own debt rests at rest_us; every live lease may yet
+      -- be charged at its end, so the key stays until that has drained.
+      local rest
+      if alg == 1 then
+        st.val = string.format('%d %d', st.a, st.b)
+        rest = st.b - now + idiv(st.a + n - 1, n)
+      else
+        if st.b == 0 then st.val = string.format('%d', st.a) else st.val = string.format('%d %d', st.a, st.b) end
+        rest = st.a - now + 1
       end
+      local last = now
+      for _, it in ipairs(st.ledger) do
+        if it.e > last then last = it.e end
+      end
+      if #st.ledger > 0 then
+        st.val = st.val .. tail(st)
+        rest = math.max(rest, last - now + reset)
+      end
+      st.px = math.max(1, idiv(rest + 999, 1000)) + slack
     end
   end
   if st.val and not st.queued then
     st.queued = true
     order[#order + 1] = key
   end
-  out[#out + 1] = string.format('%d %d %d %d %d', allowed, reason, remaining, retry, reset)
+  out[#out + 1] = string.format('%d %d %d %d %d %d %d %d', allowed, reason, remaining, retry, reset,
+    granted, newseq, now)
 end
 
 for _, key in ipairs(order) do

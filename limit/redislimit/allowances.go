@@ -50,6 +50,9 @@ type AllowanceStats struct {
 	// Local is the decisions answered from an allowance, allowed or
 	// refused; Remote those that took the one-trip path.
 	Local, Remote int64
+	// ColdLocal is the decisions of Local answered from cold leases
+	// (Options.ColdLease); ColdLeases the cold leases held now.
+	ColdLocal, ColdLeases int64
 	// Commands is the script calls this store sent to Redis: decisions,
 	// batches of decisions, allowance takes, renewals and returns.
 	Commands int64
@@ -57,7 +60,7 @@ type AllowanceStats struct {
 
 // counters are the atomic counts behind AllowanceStats.
 type counters struct {
-	lent, returned, expired, renewals, background, local, remote, commands atomic.Int64
+	lent, returned, expired, renewals, background, local, remote, commands, coldLocal atomic.Int64
 }
 
 // AllowanceStats returns the store's counts (see AllowanceStats). Without
@@ -66,7 +69,16 @@ func (s *Store) AllowanceStats() AllowanceStats {
 	c := &s.stats
 	return AllowanceStats{Lent: c.lent.Load(), Returned: c.returned.Load(), Expired: c.expired.Load(),
 		Renewals: c.renewals.Load(), Background: c.background.Load(), Local: c.local.Load(),
-		Remote: c.remote.Load(), Commands: c.commands.Load()}
+		Remote: c.remote.Load(), Commands: c.commands.Load(), ColdLocal: c.coldLocal.Load(),
+		ColdLeases: s.coldLeases()}
+}
+
+// coldLeases is how many cold leases s holds now.
+func (s *Store) coldLeases() int64 {
+	if s.lent == nil {
+		return 0
+	}
+	return s.lent.coldLeases.count.Load()
 }
 
 // allowances are a store's local allowances.
@@ -78,11 +90,12 @@ type allowances struct {
 	period time.Duration // half a lease: the renewal period
 	max    int64
 
-	count  atomic.Int64 // records
-	closed atomic.Bool
-	shards [shardCount]allowShard
-	nudge  chan *allowance // records whose remainder ran low
-	stop   chan struct{}
+	count      atomic.Int64 // records
+	coldLeases coldState    // lease 0: none
+	closed     atomic.Bool
+	shards     [shardCount]allowShard
+	nudge      chan *allowance // records whose remainder ran low
+	stop       chan struct{}
 
 	// The renewal goroutine runs while the store has allowances.
 	runMu   sync.Mutex
@@ -94,6 +107,7 @@ type allowShard struct {
 	mu   sync.Mutex
 	recs map[string]*allowance // by Redis key
 	heat map[string]heat       // keys without a record
+	cold map[string]*coldLease // cold leases (Options.ColdLease), by Redis key
 }
 
 // heat is how busy a key without an allowance has been, by period.
@@ -142,6 +156,7 @@ func newAllowances(s *Store, lease time.Duration, max int) *allowances {
 	for i := range a.shards {
 		a.shards[i].recs = map[string]*allowance{}
 		a.shards[i].heat = map[string]heat{}
+		a.shards[i].cold = map[string]*coldLease{}
 	}
 	return a
 }
@@ -644,6 +659,9 @@ func (a *allowances) remove(r *allowance) bool {
 // drop gives back the allowance of rk, if any, before a decision that
 // must see the Redis state alone (AllowAll, CountAll, Settle, Reset).
 func (a *allowances) drop(ctx context.Context, rk string) error {
+	if err := a.dropCold(ctx, rk); err != nil {
+		return err
+	}
 	sh := a.shard(rk)
 	sh.mu.Lock()
 	r := sh.recs[rk]
@@ -771,6 +789,9 @@ func (a *allowances) close(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
+	if err := a.closeCold(ctx); err != nil && first == nil {
+		first = err
+	}
 	return first
 }
 
@@ -793,6 +814,10 @@ func (a *allowances) kill() (held int64) {
 			r.mu.Unlock()
 		}
 		clear(sh.recs)
+		for _, c := range sh.cold {
+			held += c.remaining
+		}
+		clear(sh.cold)
 		sh.mu.Unlock()
 	}
 	return held

@@ -32,8 +32,8 @@ type pending struct {
 	ctx   context.Context
 	state atomic.Int32
 	key   string
-	args  [7]int64 // alg limit n p w cost now
-	res   [5]int64 // allowed reason remaining retry_us reset_us
+	args  [12]int64 // alg limit n p w cost now, then the lend: want lease_us seq used spent_at
+	res   [8]int64  // allowed reason remaining retry_us reset_us granted seq now
 	err   error
 	done  chan struct{} // buffered: the batch never waits for the caller
 }
@@ -141,7 +141,7 @@ func (b *batcher) run(batch []*pending) {
 		}
 	}
 	b.s.stats.commands.Add(1)
-	res, err := allowScript.Run(ctx, b.s.client, keys, string(buf)).Text()
+	res, err := allowScript.Run(ctx, b.s.client, keys, string(buf), b.s.holder()).Text()
 	*bp = buf
 	bufPool.Put(bp)
 	if err != nil {
@@ -161,16 +161,17 @@ func (b *batcher) run(batch []*pending) {
 // batchTimeout bounds one batch when the client's own timeouts are off.
 const batchTimeout = 10 * time.Second
 
-// allowBatched decides r in the next batch and waits for it or for ctx.
-func (s *Store) allowBatched(ctx context.Context, r limit.Request, u policyUnits) (limit.Decision, error) {
+// allowBatched decides r in the next batch, with the lend ask, and waits
+// for it or for ctx.
+func (s *Store) allowBatched(ctx context.Context, r limit.Request, u policyUnits, ask lendAsk) (limit.Decision, lendGrant, error) {
 	if err := ctx.Err(); err != nil {
-		return limit.Decision{}, err // not queued: an ended call spends nothing
+		return limit.Decision{}, lendGrant{}, err // not queued: an ended call spends nothing
 	}
 	p := pendingPool.Get().(*pending)
 	p.ctx = ctx
 	p.state.Store(queued)
 	p.key = s.Key(r.Key, r.Policy)
-	p.args = [7]int64{u.alg, u.limit, u.n, u.p, u.w, r.Cost, s.now()}
+	p.args = [12]int64{u.alg, u.limit, u.n, u.p, u.w, r.Cost, s.now(), ask.want, ask.lease, ask.seq, ask.used, ask.spentAt}
 	p.err = nil
 	s.batch.submit(p)
 	select {
@@ -179,7 +180,7 @@ func (s *Store) allowBatched(ctx context.Context, r limit.Request, u policyUnits
 		// Still queued: dropped, never sent. Taken: its batch is on the
 		// wire and may spend it. Either way p stays with the batcher.
 		p.state.CompareAndSwap(queued, dropped)
-		return limit.Decision{}, ctx.Err()
+		return limit.Decision{}, lendGrant{}, ctx.Err()
 	}
 	p.ctx = nil
 	if p.err != nil {
@@ -188,15 +189,21 @@ func (s *Store) allowBatched(ctx context.Context, r limit.Request, u policyUnits
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			err = ctxErr // the batch ended with the caller's deadline
 		}
-		return limit.Decision{}, err
+		return limit.Decision{}, lendGrant{}, err
 	}
 	v := p.res
 	pendingPool.Put(p)
+	dec, g := fastAnswer(r, v)
+	return dec, g, nil
+}
+
+// fastAnswer reads one decision of allow.lua.
+func fastAnswer(r limit.Request, v [8]int64) (limit.Decision, lendGrant) {
 	return limit.Decision{
 		Allowed: v[0] == 1, Reason: limit.Reason(v[1]), Limit: r.Policy.Limit, Remaining: v[2],
 		RetryAfter: time.Duration(v[3]) * time.Microsecond, ResetAfter: time.Duration(v[4]) * time.Microsecond,
 		Policy: r.Policy.Name,
-	}, nil
+	}, lendGrant{granted: v[5], seq: v[6], now: v[7]}
 }
 
 // batchable reports whether client runs one script over any keys: a

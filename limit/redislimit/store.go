@@ -66,6 +66,21 @@ type Options struct {
 	AllowanceLease time.Duration
 	// MaxAllowances caps the keys with an allowance at once. Default 4096.
 	MaxAllowances int
+	// ColdLease, with LocalAllowance, also lends token bucket and GCRA keys
+	// that are not hot, for this long: a one-trip decision on a key with at
+	// least half its limit free beyond the loan takes a few units along
+	// (at most an eighth of the limit, sized from the key's rate at this
+	// store), in the same script call, and later decisions on the key here
+	// spend them without a call until they run out or the lease ends. The
+	// sum admitted across stores still never exceeds the limit; what is lent
+	// and not spent is lost to the key until the lease ends, unless a
+	// decision, Close, or AllowAll/CountAll/Settle/Reset on the key gives it
+	// back first (see DESIGN-allowances.md, section 10). Must be 0 (off,
+	// the default) or from 1s to 1h. Experimental.
+	ColdLease time.Duration
+	// MaxColdLeases caps the cold leases a store holds at once. Default
+	// 1,048,576 (about 200 bytes each, with the key).
+	MaxColdLeases int
 }
 
 // localAllowanceForTests turns LocalAllowance on in every store: the
@@ -107,10 +122,21 @@ func New(client redis.Scripter, opts Options) (*Store, error) {
 	if opts.MaxAllowances < 0 {
 		return nil, &limit.OptionError{Option: "MaxAllowances", Reason: "must not be negative"}
 	}
+	if opts.ColdLease != 0 && (opts.ColdLease < time.Second || opts.ColdLease > time.Hour) {
+		return nil, &limit.OptionError{Option: "ColdLease", Reason: "must be 0 (off) or from 1s to 1h"}
+	}
+	if opts.ColdLease != 0 && !opts.LocalAllowance && !localAllowanceForTests {
+		return nil, &limit.OptionError{Option: "ColdLease", Reason: "needs LocalAllowance"}
+	}
+	if opts.MaxColdLeases < 0 {
+		return nil, &limit.OptionError{Option: "MaxColdLeases", Reason: "must not be negative"}
+	}
 	s := &Store{client: client, prefix: opts.Prefix, clock: opts.Clock}
 	if opts.LocalAllowance || localAllowanceForTests {
 		s.lent = newAllowances(s, cmp.Or(opts.AllowanceLease, defaultAllowanceLease),
 			cmp.Or(opts.MaxAllowances, defaultMaxAllowances))
+		s.lent.coldLeases.lease = opts.ColdLease
+		s.lent.coldLeases.max = int64(cmp.Or(opts.MaxColdLeases, defaultMaxColdLeases))
 	}
 	if opts.MaxBatch != 1 && batchable(client) {
 		s.batch = &batcher{s: s, maxInFlight: cmp.Or(opts.MaxInFlight, defaultMaxInFlight),
@@ -324,12 +350,20 @@ func (s *Store) AllowN(ctx context.Context, key string, p limit.Policy, cost int
 	var buf [1]limit.Decision
 	reqs := [1]limit.Request{{Key: key, Policy: p, Cost: cost}}
 	var rk string
+	var ask lendAsk
 	if s.lent != nil && lendable(p.Algorithm) && cost >= 0 && p.Validate() == nil {
 		rk = s.Key(key, p)
-		if r := s.lent.get(rk, key, p); r != nil {
+		r := s.lent.get(rk, key, p)
+		if r != nil {
 			if dec, ok := s.lent.decide(ctx, r, p, cost); ok {
 				return dec, nil
 			}
+		} else if s.lent.coldLeases.lease > 0 && bucketLike(p) {
+			dec, ok, a := s.lent.spendCold(ctx, rk, p, cost)
+			if ok {
+				return dec, nil
+			}
+			ask = a
 		}
 	}
 	s.stats.remote.Add(1)
@@ -337,7 +371,18 @@ func (s *Store) AllowN(ctx context.Context, key string, p limit.Policy, cost int
 	var err error
 	switch p.Algorithm {
 	case limit.TokenBucketAlgorithm, limit.GCRAAlgorithm, limit.FixedWindowAlgorithm:
-		dec, err = s.allowFast(ctx, reqs[0])
+		var sent time.Time
+		if ask.want > 0 {
+			sent = s.lent.now()
+		}
+		var g lendGrant
+		dec, g, err = s.allowFast(ctx, reqs[0], ask)
+		if s.lent != nil {
+			s.lent.endedCold(ask, err)
+			if err == nil && ask.want > 0 {
+				s.lent.installCold(ctx, rk, reqs[0], dec, g, sent)
+			}
+		}
 	default:
 		var out []limit.Decision
 		out, err = s.run(ctx, opAllow, "allow", reqs[:], buf[:0])
@@ -493,22 +538,23 @@ func (s *Store) Close(ctx context.Context) error {
 
 var _ limit.Store = (*Store)(nil)
 
-// allowFast decides one request with the short script.
-func (s *Store) allowFast(ctx context.Context, r limit.Request) (limit.Decision, error) {
+// allowFast decides one request with the short script, with the lend ask
+// of Options.ColdLease (the zero lendAsk for none).
+func (s *Store) allowFast(ctx context.Context, r limit.Request, ask lendAsk) (limit.Decision, lendGrant, error) {
 	if r.Cost < 0 {
-		return limit.Decision{}, &limit.CostError{Cost: r.Cost}
+		return limit.Decision{}, lendGrant{}, &limit.CostError{Cost: r.Cost}
 	}
 	u, err := units(r.Policy)
 	if err != nil {
-		return limit.Decision{}, err
+		return limit.Decision{}, lendGrant{}, err
 	}
 	if s.batch != nil {
-		return s.allowBatched(ctx, r, u)
+		return s.allowBatched(ctx, r, u, ask)
 	}
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
 	b := (*bp)[:0]
-	for i, x := range [...]int64{u.alg, u.limit, u.n, u.p, u.w, r.Cost, s.now()} {
+	for i, x := range [...]int64{u.alg, u.limit, u.n, u.p, u.w, r.Cost, s.now(), ask.want, ask.lease, ask.seq, ask.used, ask.spentAt} {
 		if i > 0 {
 			b = append(b, ' ')
 		}
@@ -516,14 +562,23 @@ func (s *Store) allowFast(ctx context.Context, r limit.Request) (limit.Decision,
 	}
 	*bp = b
 	key := s.Key(r.Key, r.Policy)
-	res, err := s.send(ctx, allowScript, []string{key}, string(b))
+	res, err := s.send(ctx, allowScript, []string{key}, string(b), s.holder())
 	if err != nil {
-		return limit.Decision{}, s.failure(ctx, "allow", []string{key}, err)
+		return limit.Decision{}, lendGrant{}, s.failure(ctx, "allow", []string{key}, err)
 	}
-	var one [1]limit.Decision
-	out, err := parse(res, []limit.Request{r}, one[:0])
-	if err != nil {
-		return limit.Decision{}, err
+	var v [8]int64
+	if _, err := parseInts(res, v[:]); err != nil {
+		return limit.Decision{}, lendGrant{}, err
 	}
-	return out[0], nil
+	dec, g := fastAnswer(r, v)
+	return dec, g, nil
+}
+
+// holder is the id under which this store's allowances are lent ("-"
+// without LocalAllowance: nothing is lent to it).
+func (s *Store) holder() string {
+	if s.lent == nil {
+		return "-"
+	}
+	return s.lent.holder
 }

@@ -1,0 +1,296 @@
+package redislimit
+
+import (
+	"context"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/costwise/batcher/limit"
+)
+
+// Cold leases (Options.ColdLease; DESIGN-allowances.md section 10): a token
+// bucket or GCRA key far from its limit is lent a few units along with its
+// one-trip decision, in the same script call, for a long lease. Later
+// decisions on it at this store spend them without a call. When they run
+// out, the next decision takes the one-trip path again and its call ends
+// the lease (charging what was spent, giving back the rest) and lends
+// again, sized from the rate the lease saw. Spends are reported only then,
+// at Close, or never: a lease that ends in Redis is charged in full at its
+// end, which admits less, never more. Cold leases live beside the hot
+// allowances, not in the renewal goroutine's sweep: a store may hold
+// hundreds of thousands.
+
+const (
+	defaultMaxColdLeases = 1 << 20
+	// coldFirst is what a key's first cold lease asks for: the store knows
+	// nothing of its rate yet.
+	coldFirst = 8
+	// coldFill sizes the leases after the first: the units the key's rate
+	// at this store spends in this fraction of a lease.
+	coldFill = 0.5
+	// coldShare caps a cold lease at this fraction of the limit; allow.lua
+	// lends only while half the limit stays free beyond it.
+	coldShare = 8
+)
+
+// lendAsk is the lend carried by a one-trip decision of allow.lua.
+type lendAsk struct {
+	want, lease   int64 // units, µs; want 0: lend nothing
+	seq           int64 // the lease the call ends; 0 for none
+	used, spentAt int64 // its spends and their time (server µs; -1 now)
+	held          int64 // its remainder, which the call gives back; not sent
+}
+
+// lendGrant is allow.lua's answer to a lendAsk.
+type lendGrant struct {
+	granted, seq int64
+	now          int64 // the server's µs of the call
+}
+
+// coldLease is a cold lease held by this store; its shard's mutex guards it.
+type coldLease struct {
+	p         limit.Policy
+	rk, key   string
+	closing   chan struct{} // closed once Close has given the lease back
+	seq       int64
+	granted   int64
+	remaining int64
+	used      int64
+	deadline  time.Time // local; nothing is spent at or after it
+	sent      time.Time // local time the granting call was sent
+	server    int64     // the server's µs of that call
+	lastSpend time.Time
+	srvRemain int64
+	reset     time.Duration
+}
+
+// coldState is the allowances' cold leases: lease length, cap and count.
+type coldState struct {
+	lease time.Duration
+	max   int64
+	count atomic.Int64
+}
+
+// spendCold decides cost from the cold lease of rk, if it has the units
+// (ok true). Otherwise it returns the lend the one-trip decision should
+// carry: the end of the lease it had, if any, and a new one.
+func (a *allowances) spendCold(ctx context.Context, rk string, p limit.Policy, cost int64) (dec limit.Decision, ok bool, ask lendAsk) {
+	sh := a.shard(rk)
+	now := a.now()
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	c := sh.cold[rk]
+	if c != nil && c.closing != nil {
+		// Close is giving the units back: the one-trip path answers once
+		// they are, as it would have with them never lent.
+		ch := c.closing
+		sh.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+		}
+		sh.mu.Lock()
+		return limit.Decision{}, false, lendAsk{}
+	}
+	if c != nil && c.p == p && c.remaining >= cost && now.Before(c.deadline) {
+		c.remaining -= cost
+		c.used += cost
+		c.lastSpend = now
+		a.stats.local.Add(1)
+		a.stats.coldLocal.Add(1)
+		return limit.Decision{Allowed: true, Limit: p.Limit, Remaining: c.remaining + c.srvRemain,
+			ResetAfter: c.reset, Policy: p.Name}, true, lendAsk{}
+	}
+	if a.closed.Load() {
+		return limit.Decision{}, false, lendAsk{}
+	}
+	want := int64(coldFirst)
+	if c != nil {
+		delete(sh.cold, rk)
+		a.coldLeases.count.Add(-1)
+		if now.Before(c.deadline) {
+			ask.seq, ask.used, ask.held = c.seq, c.used, c.remaining
+			ask.spentAt = a.coldSpentAt(c)
+		} else {
+			a.stats.expired.Add(c.remaining) // charged at the lease's end
+		}
+		el := max(now.Sub(c.sent), time.Millisecond)
+		rate := float64(c.granted-c.remaining) / el.Seconds()
+		want = int64(math.Ceil(rate * a.coldLeases.lease.Seconds() * coldFill))
+	}
+	want = max(min(want, p.Limit/coldShare), 0)
+	if want > 0 && a.coldLeases.count.Load() >= a.coldLeases.max {
+		a.sweepCold(sh, now)
+		if a.coldLeases.count.Load() >= a.coldLeases.max {
+			want = 0
+		}
+	}
+	ask.want, ask.lease = want, int64(a.coldLeases.lease/time.Microsecond)
+	return limit.Decision{}, false, ask
+}
+
+// coldSpentAt returns a server time at or after c's last spend (-1 when
+// nothing was spent).
+func (a *allowances) coldSpentAt(c *coldLease) int64 {
+	if c.used == 0 {
+		return -1
+	}
+	if a.s.clock != nil {
+		return c.lastSpend.UnixMicro()
+	}
+	// The server answered after the call was sent, so this is at or after
+	// the spend's server time.
+	return c.server + ceilMicros(c.lastSpend.Sub(c.sent)) + 1
+}
+
+// sweepCold forgets the leases of sh whose local deadline has passed (sh
+// locked).
+func (a *allowances) sweepCold(sh *allowShard, now time.Time) {
+	for rk, c := range sh.cold {
+		if !now.Before(c.deadline) {
+			a.stats.expired.Add(c.remaining)
+			delete(sh.cold, rk)
+			a.coldLeases.count.Add(-1)
+		}
+	}
+}
+
+// endedCold counts the answer to a call that carried ask: the lease it
+// ended gave its remainder back, unless the call failed (then Redis
+// charges it in full at its end).
+func (a *allowances) endedCold(ask lendAsk, err error) {
+	if ask.seq == 0 {
+		return
+	}
+	if err != nil {
+		a.stats.expired.Add(ask.held)
+	} else {
+		a.stats.returned.Add(ask.held)
+	}
+}
+
+// installCold keeps the lease a one-trip decision of r, sent at sent, was
+// granted. A grant the store cannot keep (it closed, or the key has an
+// allowance meanwhile) is given back.
+func (a *allowances) installCold(ctx context.Context, rk string, r limit.Request, dec limit.Decision, g lendGrant, sent time.Time) {
+	if g.granted <= 0 {
+		return
+	}
+	a.stats.lent.Add(g.granted)
+	c := &coldLease{p: r.Policy, rk: rk, key: r.Key, seq: g.seq, granted: g.granted, remaining: g.granted,
+		deadline: sent.Add(a.coldLeases.lease - max(time.Millisecond, a.coldLeases.lease/1000)), sent: sent, server: g.now,
+		srvRemain: dec.Remaining, reset: dec.ResetAfter}
+	sh := a.shard(rk)
+	sh.mu.Lock()
+	if !a.closed.Load() && sh.cold[rk] == nil && sh.recs[rk] == nil {
+		sh.cold[rk] = c
+		a.coldLeases.count.Add(1)
+		sh.mu.Unlock()
+		return
+	}
+	sh.mu.Unlock()
+	_ = a.giveBackCold(context.WithoutCancel(ctx), c, 0, c.remaining) // on failure the lease ends in Redis on its own
+}
+
+// giveBackCold ends c in Redis, reporting used units spent (the rest
+// given back); c is out of the store's reach or closing.
+func (a *allowances) giveBackCold(ctx context.Context, c *coldLease, used, held int64) error {
+	if !a.now().Before(c.deadline) {
+		a.stats.expired.Add(held)
+		return nil
+	}
+	spentAt := a.coldSpentAt(c)
+	if used == 0 {
+		spentAt = -1
+	}
+	ctx, cancel := context.WithTimeout(ctx, max(a.period, time.Second))
+	defer cancel()
+	_, err := a.s.lend(ctx, c.key, c.p, lendRequest{op: lendReturn, holder: a.holder, seq: c.seq,
+		used: used, spentAt: spentAt, held: -1})
+	if err != nil {
+		a.stats.expired.Add(held)
+		return err
+	}
+	a.stats.returned.Add(held)
+	return nil
+}
+
+// dropCold takes rk's cold lease out of the store and ends it in Redis.
+func (a *allowances) dropCold(ctx context.Context, rk string) error {
+	sh := a.shard(rk)
+	sh.mu.Lock()
+	c := sh.cold[rk]
+	if c != nil {
+		delete(sh.cold, rk)
+		a.coldLeases.count.Add(-1)
+	}
+	sh.mu.Unlock()
+	if c == nil {
+		return nil
+	}
+	return a.giveBackCold(ctx, c, c.used, c.remaining)
+}
+
+// closeCold ends every cold lease (the store is closed: none is added).
+// A decision on a key meanwhile waits for its lease's give-back, then
+// takes the one-trip path, which finds the units returned.
+func (a *allowances) closeCold(ctx context.Context) error {
+	var leases []*coldLease
+	for i := range a.shards {
+		sh := &a.shards[i]
+		sh.mu.Lock()
+		for _, c := range sh.cold {
+			leases = append(leases, c)
+		}
+		sh.mu.Unlock()
+	}
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+		next  atomic.Int64
+	)
+	for range min(closeWorkers, len(leases)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := next.Add(1) - 1; i < int64(len(leases)); i = next.Add(1) - 1 {
+				if err := a.closeOne(ctx, leases[i]); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return first
+}
+
+// closeOne gives c back for Close; spends stop while it does.
+func (a *allowances) closeOne(ctx context.Context, c *coldLease) error {
+	sh := a.shard(c.rk)
+	sh.mu.Lock()
+	if sh.cold[c.rk] != c {
+		sh.mu.Unlock()
+		return nil
+	}
+	ch := make(chan struct{})
+	c.closing = ch
+	used, held := c.used, c.remaining
+	c.remaining = 0
+	sh.mu.Unlock()
+	err := a.giveBackCold(ctx, c, used, held)
+	sh.mu.Lock()
+	if sh.cold[c.rk] == c {
+		delete(sh.cold, c.rk)
+		a.coldLeases.count.Add(-1)
+	}
+	sh.mu.Unlock()
+	close(ch)
+	return err
+}

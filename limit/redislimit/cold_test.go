@@ -1,0 +1,269 @@
+package redislimit_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/costwise/batcher/limit"
+	"github.com/costwise/batcher/limit/limittest"
+	"github.com/costwise/batcher/limit/redislimit"
+)
+
+// coldStores is leasedStores with cold leases of cold.
+func coldStores(t *testing.T, clock limit.Clock, n int, lease, cold time.Duration) []*redislimit.Store {
+	t.Helper()
+	out := make([]*redislimit.Store, n)
+	var prefix string
+	for i := range out {
+		c := connect(t)
+		if i == 0 {
+			prefix = testPrefix(t, c)
+		}
+		s, err := redislimit.New(c, redislimit.Options{Prefix: prefix, Clock: clock, LocalAllowance: true,
+			AllowanceLease: lease, ColdLease: cold})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close(context.Background()) })
+		out[i] = s
+	}
+	return out
+}
+
+// plainStore is a store without allowances on the prefix of s's keys, to
+// read the shared state as the one-trip path sees it.
+func plainStore(t *testing.T, clock limit.Clock, s *redislimit.Store) *redislimit.Store {
+	t.Helper()
+	prefix, _, _ := strings.Cut(s.Key("k", limit.TokenBucket(1, limit.PerSecond(1)).Named("x")), "{")
+	p, err := redislimit.New(connect(t), redislimit.Options{Prefix: prefix, Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestColdLeaseOptions(t *testing.T) {
+	c := connect(t)
+	for _, o := range []redislimit.Options{
+		{LocalAllowance: true, ColdLease: 500 * time.Millisecond},
+		{LocalAllowance: true, ColdLease: 2 * time.Hour},
+		{LocalAllowance: true, ColdLease: -time.Second},
+		{LocalAllowance: true, ColdLease: time.Minute, MaxColdLeases: -1},
+	} {
+		_, err := redislimit.New(c, o)
+		var oe *limit.OptionError
+		if !errors.As(err, &oe) {
+			t.Errorf("%+v: got %v, want an *OptionError", o, err)
+		}
+	}
+	if _, err := redislimit.New(c, redislimit.Options{LocalAllowance: true, ColdLease: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestColdLeaseSpendsLocally: a key far from its limit is lent units along
+// with its first one-trip decision; the next decisions spend them with no
+// call; the decision that finds them spent ends the lease (reporting the
+// spends) and takes a new one in the same call; Close reports the rest. The
+// shared state then holds exactly the decisions made.
+func TestColdLeaseSpendsLocally(t *testing.T) {
+	for _, p := range []limit.Policy{
+		limit.TokenBucket(1000, limit.PerHour(1)).Named("tb"),
+		limit.GCRA(limit.PerHour(1), 1000).Named("gcra"),
+	} {
+		t.Run(p.Name, func(t *testing.T) {
+			clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
+			s := coldStores(t, clock, 1, time.Second, time.Minute)[0]
+			ctx := context.Background()
+			const decisions = 30
+			for i := range decisions {
+				dec, err := s.AllowN(ctx, "k", p, 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !dec.Allowed {
+					t.Fatalf("decision %d refused: %+v", i, dec)
+				}
+				clock.Advance(10 * time.Millisecond)
+			}
+			st := s.AllowanceStats()
+			t.Logf("%+v", st)
+			// The first lease is 8 units; the one-trip decision that finds
+			// them spent takes the next (sized from the rate: 100/s over
+			// half a minute, capped at an eighth of the limit: 125).
+			if st.Remote != 2 || st.ColdLocal != decisions-2 || st.Lent != 8+125 || st.ColdLeases != 1 {
+				t.Fatalf("stats %+v: want 2 one-trip decisions, %d from cold leases, 133 units lent, 1 lease held", st, decisions-2)
+			}
+			if st.Commands != 2 {
+				t.Fatalf("%d script calls, want 2", st.Commands)
+			}
+			if err := s.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			got, err := plainStore(t, clock, s).AllowN(ctx, "k", p, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Remaining != 1000-decisions {
+				t.Fatalf("after Close the state has %d free, want %d (the decisions made, nothing lent)", got.Remaining, 1000-decisions)
+			}
+		})
+	}
+}
+
+// TestColdLeaseEndsInRedis: a store that stops deciding on a key loses its
+// cold lease's unspent units only until the lease ends; then the state
+// holds the lease in full, spends included, and no more.
+func TestColdLeaseEndsInRedis(t *testing.T) {
+	p := limit.TokenBucket(1000, limit.PerHour(1)).Named("tb")
+	clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
+	stores := coldStores(t, clock, 1, time.Second, 10*time.Second)
+	s := stores[0]
+	ctx := context.Background()
+	for range 3 {
+		if _, err := s.AllowN(ctx, "k", p, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	plain := plainStore(t, clock, s)
+	got, err := plain.AllowN(ctx, "k", p, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Remaining != 1000-1-8 {
+		t.Fatalf("during the lease %d free, want 991 (1 decided one-trip, 8 lent)", got.Remaining)
+	}
+	clock.Advance(11 * time.Second)
+	got, err = plain.AllowN(ctx, "k", p, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The lease is charged in full at its end: 1 + 8, and 10 s of a rate
+	// of 1/h refill nothing.
+	if got.Remaining != 1000-9 {
+		t.Fatalf("after the lease %d free, want 991", got.Remaining)
+	}
+	// The store's next decision finds its deadline passed: one-trip.
+	before := s.AllowanceStats()
+	if _, err := s.AllowN(ctx, "k", p, 1); err != nil {
+		t.Fatal(err)
+	}
+	after := s.AllowanceStats()
+	if after.Remote != before.Remote+1 || after.Expired-before.Expired != 6 {
+		t.Fatalf("stats before %+v after %+v: want a one-trip decision and the 6 unspent units expired", before, after)
+	}
+	s.KillForTest()
+}
+
+// TestColdLeaseNotNearTheLimit: a key with less than half its limit free
+// beyond the loan is not lent cold; its decisions stay one-trip (and may
+// become hot as before).
+func TestColdLeaseNotNearTheLimit(t *testing.T) {
+	p := limit.TokenBucket(64, limit.PerHour(1)).Named("tb")
+	clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
+	s := coldStores(t, clock, 1, time.Second, time.Minute)[0]
+	ctx := context.Background()
+	// 64/8 = 8 units a lease; a lend needs 32 + 8 free after the decision.
+	if _, err := s.AllowN(ctx, "k", p, 30); err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		if _, err := s.AllowN(ctx, "k", p, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := s.AllowanceStats(); st.Lent != 0 || st.Remote != 6 {
+		t.Fatalf("stats %+v: want no lend, 6 one-trip decisions", st)
+	}
+}
+
+// TestColdLeaseExactUnderConcurrency is TestAllowanceExactUnderConcurrency
+// with cold leases: the Zipf spread is lent cold, the hot keys as before.
+func TestColdLeaseExactUnderConcurrency(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long")
+	}
+	clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
+	total := exactUnderConcurrency(t, clock, coldStores(t, clock, 3, 200*time.Millisecond, time.Second))
+	if total.ColdLocal == 0 || total.Local == total.ColdLocal {
+		t.Fatalf("stats %+v: want decisions from cold leases and from hot allowances", total)
+	}
+}
+
+// TestColdLeaseExactAsKeysFill: three stores lend keys cold while they are
+// far from their limit, then 64 goroutines each drive the keys to it. The
+// sum admitted never exceeds the limit (the refill is nil: 1 an hour), and
+// after Close the state holds exactly the admissions: no unit lent is lost
+// or counted twice.
+func TestColdLeaseExactAsKeysFill(t *testing.T) {
+	const keys, limitN = 10, 400
+	for _, p := range []limit.Policy{
+		limit.TokenBucket(limitN, limit.PerHour(1)).Named("tb"),
+		limit.GCRA(limit.PerHour(1), limitN).Named("gcra"),
+	} {
+		t.Run(p.Name, func(t *testing.T) {
+			clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
+			stores := coldStores(t, clock, 3, time.Second, time.Minute)
+			ctx := context.Background()
+			var admitted [keys]atomic.Int64
+			var wg sync.WaitGroup
+			errc := make(chan error, 3*64)
+			for round := range 200 {
+				for si, s := range stores {
+					for g := range 64 {
+						wg.Add(1)
+						go func() {
+							defer wg.Done()
+							k := (si*64 + g + round) % keys
+							dec, err := s.AllowN(ctx, fmt.Sprintf("k%d", k), p, 1)
+							if err != nil {
+								errc <- err
+								return
+							}
+							if dec.Allowed {
+								admitted[k].Add(1)
+							}
+						}()
+					}
+				}
+				wg.Wait()
+				clock.Advance(time.Millisecond)
+			}
+			close(errc)
+			for err := range errc {
+				t.Fatal(err)
+			}
+			var cold int64
+			for _, s := range stores {
+				cold += s.AllowanceStats().ColdLocal
+				if err := s.Close(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if cold == 0 {
+				t.Fatal("no decision was answered from a cold lease")
+			}
+			plain := plainStore(t, clock, stores[0])
+			for k := range keys {
+				n := admitted[k].Load()
+				if n > limitN {
+					t.Errorf("k%d: %d admitted, over the limit of %d", k, n, limitN)
+				}
+				dec, err := plain.AllowN(ctx, fmt.Sprintf("k%d", k), p, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if dec.Remaining != limitN-n {
+					t.Errorf("k%d: %d admitted, and after Close the state has %d free, want %d", k, n, dec.Remaining, limitN-n)
+				}
+			}
+			t.Logf("%d decisions from cold leases; admitted per key %d..", cold, admitted[0].Load())
+		})
+	}
+}
