@@ -57,6 +57,7 @@ type hotConfig struct {
 	Tick      time.Duration   `json:"tick"`
 	Pace      float64         `json:"pace"` // decisions per second per caller; 0: as fast as possible
 	Seed      uint64          `json:"seed"`
+	ColdLease time.Duration   `json:"cold_lease,omitempty"` // Options.ColdLease in mode on
 }
 
 // policy returns the policy of a key with the given limit per second.
@@ -209,13 +210,16 @@ func hotWork(cfg hotConfig) (*hotResult, error) {
 		}
 		client = redis.NewClient(&redis.Options{Addr: cfg.Redis, PoolSize: cfg.Callers})
 		defer client.Close()
-		s, err := redislimit.New(client, redislimit.Options{Prefix: cfg.Prefix, LocalAllowance: cfg.Mode == modeOn})
+		s, err := redislimit.New(client, redislimit.Options{Prefix: cfg.Prefix, LocalAllowance: cfg.Mode == modeOn,
+			ColdLease: cfg.ColdLease})
 		if err != nil {
 			return nil, err
 		}
 		store = s
 		closeStore = func() error {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			// Close gives back every cold lease: tens of microseconds of
+			// script time each, 100,000 or more per worker.
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			return s.Close(ctx)
 		}

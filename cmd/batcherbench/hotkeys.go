@@ -44,13 +44,14 @@ type hotPlan struct {
 	oneDemand      int64 // its demand, decisions per second over every worker
 	oneWarmup      time.Duration
 	oneMeasure     time.Duration
-	oneModes       []string // the one-key case's store modes
+	oneModes       []string      // the one-key case's store modes
+	coldLease      time.Duration // Options.ColdLease of the stores with allowances
 }
 
 func hotPlanFor(quick bool) hotPlan {
 	p := hotPlan{procs: 3, callers: 64, keys: 100_000, hot: 100, zipf: 1.1,
 		algorithms: []limit.Algorithm{limit.TokenBucketAlgorithm, limit.GCRAAlgorithm, limit.FixedWindowAlgorithm},
-		calibrate:  3 * time.Second, warmup: 3 * time.Second, measure: 10 * time.Second, tick: 50 * time.Millisecond,
+		calibrate:  3 * time.Second, warmup: 30 * time.Second, measure: 10 * time.Second, tick: 50 * time.Millisecond,
 		oneLimit: 1000, oneDemand: 10_000, oneWarmup: 2 * time.Second, oneMeasure: 10 * time.Second,
 		oneModes: []string{modeOff, modeOn}}
 	if quick {
@@ -362,6 +363,10 @@ func (b *bench) hotkeys(ctx context.Context) {
 	if b.opts.hotKeys > 0 {
 		hp.keys = b.opts.hotKeys
 	}
+	hp.coldLease = b.opts.hotCold
+	if b.opts.hotWarm > 0 {
+		hp.warmup = b.opts.hotWarm
+	}
 	if b.opts.hotAlgs != nil {
 		hp.algorithms = nil
 		for _, a := range b.opts.hotAlgs {
@@ -451,6 +456,9 @@ func (hp hotPlan) configs(mode, prefix string, alg limit.Algorithm, limits []int
 	}
 	c := hotConfig{Mode: mode, Prefix: prefix, Callers: hp.callers, Keys: hp.keys, Zipf: hp.zipf, Algorithm: alg,
 		HotLimits: limits, ColdLimit: cold, Warmup: warmup, Measure: measure, Tick: hp.tick}
+	if mode == modeOn {
+		c.ColdLease = hp.coldLease
+	}
 	n := hp.procs
 	if mode == modeMemory {
 		c.Callers, n = hp.callers*hp.procs, 1
@@ -581,8 +589,8 @@ func statsNote(r *hotRun) string {
 	if local+remote > 0 {
 		share = float64(local) / float64(local+remote)
 	}
-	return fmt.Sprintf("stores: %s of decisions from allowances (%d local, %d one-trip), %d script calls, %d takes/renewals (%d in the background), units lent %d, returned %d, expired %d",
-		fmtPct(share), local, remote, st["Commands"], st["Renewals"], st["Background"], st["Lent"], st["Returned"], st["Expired"])
+	return fmt.Sprintf("stores: %s of decisions from allowances (%d local, %d of them from cold leases; %d one-trip), %d script calls, %d takes/renewals (%d in the background), units lent %d, returned %d, expired %d",
+		fmtPct(share), local, st["ColdLocal"], remote, st["Commands"], st["Renewals"], st["Background"], st["Lent"], st["Returned"], st["Expired"])
 }
 
 func errNote(r *hotRun) string {

@@ -80,8 +80,10 @@ type options struct {
 
 	hotRedis string // the hotkeys scenario's Redis; empty: it starts its own
 	hotAlgs  []string
-	hotKeys  int    // 0: the plan's
-	hotOnly  string // "mix" or "onekey": that part of the hotkeys scenario alone; empty: both
+	hotKeys  int           // 0: the plan's
+	hotOnly  string        // "mix" or "onekey": that part of the hotkeys scenario alone; empty: both
+	hotCold  time.Duration // hotkeys: Options.ColdLease of the "on" stores; 0: off
+	hotWarm  time.Duration // hotkeys: the mix's warm-up; 0: the plan's
 }
 
 func main() {
@@ -146,6 +148,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	hotAlgs := fs.String("hotkeys-algorithms", "", "hotkeys: comma-separated algorithms: token_bucket, gcra, fixed_window (default: all three; token_bucket with --quick)")
 	hotKeys := fs.Int("hotkeys-keys", 0, "hotkeys: distinct keys of the Zipf draw, at least 100 (default 100000)")
 	hotOnly := fs.String("hotkeys-only", "", "hotkeys: run one part only: mix (the Zipf mix) or onekey (one key at 10× its limit); default: both")
+	hotCold := fs.Duration("hotkeys-cold-lease", time.Minute, "hotkeys: redislimit Options.ColdLease of the stores with allowances; 0: hot keys only")
+	hotWarm := fs.Duration("hotkeys-warmup", 0, "hotkeys: the mix's warm-up before each measured run (default 30s: the stores with cold leases reach their steady state; 1.5s with --quick)")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}
@@ -178,6 +182,13 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return options{}, fmt.Errorf("--hotkeys-only: %q is neither mix nor onekey", *hotOnly)
 	}
 	opts.hotOnly = *hotOnly
+	if *hotCold != 0 && (*hotCold < time.Second || *hotCold > time.Hour) {
+		return options{}, fmt.Errorf("--hotkeys-cold-lease: %v is neither 0 nor from 1s to 1h", *hotCold)
+	}
+	if *hotWarm < 0 {
+		return options{}, fmt.Errorf("--hotkeys-warmup: %v is negative", *hotWarm)
+	}
+	opts.hotCold, opts.hotWarm = *hotCold, *hotWarm
 	if *hotAlgs != "" {
 		if opts.hotAlgs, err = pickList(*hotAlgs, []string{"token_bucket", "gcra", "fixed_window"}, "algorithm"); err != nil {
 			return options{}, err

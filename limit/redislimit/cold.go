@@ -28,8 +28,12 @@ const (
 	// nothing of its rate yet.
 	coldFirst = 8
 	// coldFill sizes the leases after the first: the units the key's rate
-	// at this store spends in this fraction of a lease.
-	coldFill = 0.5
+	// at this store spends in this many leases (at least coldFirst), so
+	// that a lease mostly ends by its time rather than by running out.
+	coldFill = 1.25
+	// coldCloseWorkers give the cold leases back at Close: concurrent
+	// calls share script calls (batches) on a single server.
+	coldCloseWorkers = 256
 	// coldShare caps a cold lease at this fraction of the limit; allow.lua
 	// lends only while half the limit stays free beyond it.
 	coldShare = 8
@@ -118,7 +122,7 @@ func (a *allowances) spendCold(ctx context.Context, rk string, p limit.Policy, c
 		}
 		el := max(now.Sub(c.sent), time.Millisecond)
 		rate := float64(c.granted-c.remaining) / el.Seconds()
-		want = int64(math.Ceil(rate * a.coldLeases.lease.Seconds() * coldFill))
+		want = max(int64(math.Ceil(rate*a.coldLeases.lease.Seconds()*coldFill)), coldFirst)
 	}
 	want = max(min(want, p.Limit/coldShare), 0)
 	if want > 0 && a.coldLeases.count.Load() >= a.coldLeases.max {
@@ -195,7 +199,9 @@ func (a *allowances) installCold(ctx context.Context, rk string, r limit.Request
 }
 
 // giveBackCold ends c in Redis, reporting used units spent (the rest
-// given back); c is out of the store's reach or closing.
+// given back); c is out of the store's reach or closing. It is a one-trip
+// decision of cost 0 that ends the lease, so that on a single server
+// concurrent give-backs share script calls.
 func (a *allowances) giveBackCold(ctx context.Context, c *coldLease, used, held int64) error {
 	if !a.now().Before(c.deadline) {
 		a.stats.expired.Add(held)
@@ -207,14 +213,10 @@ func (a *allowances) giveBackCold(ctx context.Context, c *coldLease, used, held 
 	}
 	ctx, cancel := context.WithTimeout(ctx, max(a.period, time.Second))
 	defer cancel()
-	_, err := a.s.lend(ctx, c.key, c.p, lendRequest{op: lendReturn, holder: a.holder, seq: c.seq,
-		used: used, spentAt: spentAt, held: -1})
-	if err != nil {
-		a.stats.expired.Add(held)
-		return err
-	}
-	a.stats.returned.Add(held)
-	return nil
+	ask := lendAsk{seq: c.seq, used: used, spentAt: spentAt, held: held}
+	_, _, err := a.s.allowFast(ctx, limit.Request{Key: c.key, Policy: c.p}, ask)
+	a.endedCold(ask, err)
+	return err
 }
 
 // dropCold takes rk's cold lease out of the store and ends it in Redis.
@@ -252,7 +254,7 @@ func (a *allowances) closeCold(ctx context.Context) error {
 		first error
 		next  atomic.Int64
 	)
-	for range min(closeWorkers, len(leases)) {
+	for range min(coldCloseWorkers, len(leases)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
