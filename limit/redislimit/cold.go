@@ -24,8 +24,9 @@ import (
 
 const (
 	defaultMaxColdLeases = 1 << 20
-	// coldFirst is what a key's first cold lease asks for: the store knows
-	// nothing of its rate yet.
+	// coldFirst is how many decisions of its cost a key's first cold lease
+	// asks for (the store knows nothing of its rate yet), and the least any
+	// later one asks for.
 	coldFirst = 8
 	// coldFill sizes the leases after the first: the units the key's rate
 	// at this store spends in this many leases (at least coldFirst), so
@@ -110,7 +111,8 @@ func (a *allowances) spendCold(ctx context.Context, rk string, p limit.Policy, c
 	if a.closed.Load() {
 		return limit.Decision{}, false, lendAsk{}
 	}
-	want := int64(coldFirst)
+	// At least coldFirst decisions of this cost.
+	want := coldFirst * max(cost, 1)
 	if c != nil {
 		delete(sh.cold, rk)
 		a.coldLeases.count.Add(-1)
@@ -122,7 +124,7 @@ func (a *allowances) spendCold(ctx context.Context, rk string, p limit.Policy, c
 		}
 		el := max(now.Sub(c.sent), time.Millisecond)
 		rate := float64(c.granted-c.remaining) / el.Seconds()
-		want = max(int64(math.Ceil(rate*a.coldLeases.lease.Seconds()*coldFill)), coldFirst)
+		want = max(int64(math.Ceil(rate*a.coldLeases.lease.Seconds()*coldFill)), want)
 	}
 	want = max(min(want, p.Limit/coldShare), 0)
 	if want > 0 && a.coldLeases.count.Load() >= a.coldLeases.max {

@@ -265,3 +265,49 @@ func gatherAllowances(t *testing.T, m *metrics) map[string]float64 {
 	}
 	return got
 }
+
+// TestColdLeaseInLimiterd: with backends.redis.cold_lease, keys decided a
+// few times each on POST /limit (never hot) are answered locally after
+// their first decision, which took a cold lease along; without it every
+// one of those decisions is a call to Redis.
+func TestColdLeaseInLimiterd(t *testing.T) {
+	srv := redistest.StartServer(t)
+	const algo = "use_algo: token_bucket\nalgo_settings: {capacity: 100000, rate: 1}\n"
+	for _, c := range []struct {
+		name, redis string
+		local       bool
+	}{
+		{"hot keys only", "local_allowance: true", false},
+		{"cold leases", "local_allowance: true, cold_lease: 1m", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := start(t, fmt.Sprintf("store: redis\nbackends:\n  redis: {addr: %q, %s}\n", srv.Addr(), c.redis)+algo)
+			client := &http.Client{Timeout: 5 * time.Second}
+			const keys, each = 20, 3
+			for i := range keys * each {
+				req, _ := http.NewRequest(http.MethodPost, "http://"+p.http+"/limit", nil)
+				req.Header.Set("X-Client-Key", fmt.Sprintf("%s-%d", c.name, i%keys))
+				resp, err := client.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					t.Fatalf("POST /limit: %d", resp.StatusCode)
+				}
+			}
+			local, redis, _, _, lent, _ := allowanceValues(t, p.metricsText(), "keyed")
+			t.Logf("decisions local %v, redis %v; units lent %v", local, redis, lent)
+			if local+redis != keys*each {
+				t.Fatalf("%v local + %v redis decisions, want the %d calls made", local, redis, keys*each)
+			}
+			if want := float64(keys * (each - 1)); c.local && (local != want || redis != keys) {
+				t.Fatalf("%v local, %v by Redis: want %v local (all but each key's first), %d by Redis", local, redis, want, keys)
+			}
+			if !c.local && local != 0 {
+				t.Fatalf("%v local decisions on keys decided 3 times each, want 0 without cold leases", local)
+			}
+		})
+	}
+}

@@ -126,6 +126,11 @@ type Redis struct {
 	// (redislimit.Options.LocalAllowance; env REDIS_LOCAL_ALLOWANCE).
 	// Default false.
 	LocalAllowance bool `yaml:"local_allowance"`
+	// ColdLease, with LocalAllowance, also lends the keyed API's token
+	// bucket and GCRA keys that are far from their limit, for this long
+	// (redislimit.Options.ColdLease; env REDIS_LOCAL_ALLOWANCE_COLD_LEASE).
+	// 0 (default): hot keys only; else from 1s to 1h.
+	ColdLease time.Duration `yaml:"cold_lease"`
 }
 
 // RedisTLS is TLS towards Redis.
@@ -328,7 +333,7 @@ var configSchema = map[string]any{
 			"cluster_addrs": kindList, "password_env": kindString,
 			"username": kindString, "network": kindString, "sentinel_master": kindString,
 			"sentinel_addrs": kindList, "pool_size": kindInt, "local_allowance": kindBool,
-			"sentinel_password": kindString, "timeout": kindDur,
+			"sentinel_password": kindString, "timeout": kindDur, "cold_lease": kindDur,
 			"tls": map[string]any{
 				"enabled": kindBool, "ca_file": kindString, "cert_file": kindString, "key_file": kindString,
 				"skip_hostname_verification": kindBool,
@@ -566,6 +571,10 @@ func (c *Config) validateStore() error {
 			return c.errField("backends.redis.sentinel_master", "set with cluster_addrs: a cluster has no Sentinel")
 		case r.Timeout < 0 || r.Timeout > time.Hour:
 			return c.errField("backends.redis.timeout", "must be between 0 and 1h, not %v", r.Timeout)
+		case r.ColdLease != 0 && (r.ColdLease < time.Second || r.ColdLease > time.Hour):
+			return c.errField("backends.redis.cold_lease", "must be 0 (off) or from 1s to 1h, not %v", r.ColdLease)
+		case r.ColdLease != 0 && !r.LocalAllowance:
+			return c.errField("backends.redis.cold_lease", "needs backends.redis.local_allowance: true")
 		case !r.TLS.Enabled && (r.TLS.CAFile != "" || r.TLS.CertFile != "" || r.TLS.KeyFile != "" || r.TLS.SkipHostnameVerification):
 			return c.errField("backends.redis.tls.enabled", "must be true with ca_file, cert_file, key_file or skip_hostname_verification")
 		case (r.TLS.CertFile == "") != (r.TLS.KeyFile == ""):

@@ -302,6 +302,7 @@ func (e *envReader) store(cfg *Config, out *envSettings) {
 	}
 	e.poolOnEmpty("REDIS_POOL_ON_EMPTY_BEHAVIOR")
 	r.LocalAllowance = e.bool("REDIS_LOCAL_ALLOWANCE", r.LocalAllowance)
+	r.ColdLease = e.nonNegDuration("REDIS_LOCAL_ALLOWANCE_COLD_LEASE", r.ColdLease)
 
 	// A second Redis for per-second limits.
 	if e.bool("REDIS_PERSECOND", false) {

@@ -61,6 +61,7 @@ func TestRatelimitEnvDefaults(t *testing.T) {
 		{"REDIS_TIMEOUT", r.Timeout, 10 * time.Second},
 		{"REDIS_SENTINEL_AUTH", r.SentinelPassword, ""},
 		{"REDIS_LOCAL_ALLOWANCE", r.LocalAllowance, defaultLocalAllowance}, // false unless LIMITERD_TEST_LOCAL_ALLOWANCE
+		{"REDIS_LOCAL_ALLOWANCE_COLD_LEASE", r.ColdLease, time.Duration(0)},
 		{"CACHE_KEY_PREFIX", e.KeyPrefix, ""},
 		{"LOCAL_CACHE_SIZE_IN_BYTES", e.LocalCacheBytes, int64(0)},
 		{"NEAR_LIMIT_RATIO", e.NearLimitRatio, 0.8},
@@ -146,6 +147,9 @@ func TestRatelimitEnvValues(t *testing.T) {
 			return c.Backends.Redis.TLS == RedisTLS{Enabled: true, CAFile: "ca", CertFile: "c", KeyFile: "k", SkipHostnameVerification: true}
 		}},
 		{"REDIS_LOCAL_ALLOWANCE", map[string]string{"REDIS_LOCAL_ALLOWANCE": "true"}, func(c Config) bool { return c.Backends.Redis.LocalAllowance }},
+		{"REDIS_LOCAL_ALLOWANCE_COLD_LEASE", map[string]string{"REDIS_LOCAL_ALLOWANCE": "true", "REDIS_LOCAL_ALLOWANCE_COLD_LEASE": "90s"}, func(c Config) bool {
+			return c.Backends.Redis.LocalAllowance && c.Backends.Redis.ColdLease == 90*time.Second
+		}},
 		{"REDIS_POOL_ON_EMPTY_BEHAVIOR", map[string]string{"REDIS_POOL_ON_EMPTY_BEHAVIOR": "wait"}, func(c Config) bool { return true }},
 		{"Envoy settings", map[string]string{
 			"CACHE_KEY_PREFIX": "rl_", "LOCAL_CACHE_SIZE_IN_BYTES": "1048576", "NEAR_LIMIT_RATIO": "0.5",

@@ -34,6 +34,8 @@ func TestConfigRefusedWithOneLine(t *testing.T) {
 		{"unknown failure policy", "on_store_failure: maybe\n", "on_store_failure: unknown policy"},
 		{"bad header format", "headers: fancy\n", "headers: unknown format"},
 		{"redis without address", "store: redis\nbackends:\n  redis: {addr: ''}\n", "backends.redis.addr: missing"},
+		{"cold lease too short", "store: redis\nbackends:\n  redis: {local_allowance: true, cold_lease: 100ms}\n", "backends.redis.cold_lease: must be 0 (off) or from 1s to 1h"},
+		{"cold lease without allowances", "store: redis\nbackends:\n  redis: {local_allowance: false, cold_lease: 1m}\n", "backends.redis.cold_lease: needs backends.redis.local_allowance"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

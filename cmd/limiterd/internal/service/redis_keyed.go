@@ -12,15 +12,26 @@ import (
 // newRedisLimitStore is the keyed limits' store on Redis, its keys under
 // the prefix "limiterd", with local allowances when the config asks.
 func newRedisLimitStore(c redis.UniversalClient, cfg Config) (*redislimit.Store, error) {
-	return redislimit.New(c, redislimit.Options{Prefix: "limiterd", LocalAllowance: cfg.Backends.Redis.LocalAllowance})
+	return redislimit.New(c, redislimit.Options{Prefix: "limiterd", LocalAllowance: cfg.Backends.Redis.LocalAllowance,
+		ColdLease: cfg.Backends.Redis.ColdLease})
 }
 
-// allowanceCloseTimeout bounds the give-back of the allowances at shutdown.
-const allowanceCloseTimeout = 2 * time.Second
+// allowanceCloseTimeout bounds the give-back of the allowances at shutdown;
+// with cold leases, of which a store may hold hundreds of thousands (tens
+// of microseconds of script time each), coldCloseTimeout. Leases not given
+// back in time end in Redis on their own.
+const (
+	allowanceCloseTimeout = 2 * time.Second
+	coldCloseTimeout      = 30 * time.Second
+)
 
 // closeRedisLimitStore gives back the units the store holds.
 func closeRedisLimitStore(s *redislimit.Store) {
-	ctx, cancel := context.WithTimeout(context.Background(), allowanceCloseTimeout)
+	timeout := allowanceCloseTimeout
+	if s.AllowanceStats().ColdLeases > 0 {
+		timeout = coldCloseTimeout
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	_ = s.Close(ctx)
 }
