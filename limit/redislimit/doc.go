@@ -37,6 +37,15 @@
 // back and lost, and the decisions answered locally. See
 // DESIGN-allowances.md.
 //
+// With Options.ColdLease as well, keys that are not hot are lent too: a
+// one-trip decision on a token bucket or GCRA key with at least half its
+// limit free takes a few units along (at most an eighth of the limit), in
+// the same script call, for that long; later decisions on the key at this
+// store spend them without a call, and the decision that finds them spent
+// reports what was spent and takes more, again in one call. Together the
+// stores hold at most half of a key's limit in cold leases. What they hold
+// unspent is lost to the key until it is given back or the lease ends.
+//
 // # Deadlines
 //
 // Every call returns when its context ends, whatever the go-redis client's
