@@ -108,6 +108,8 @@ type allowShard struct {
 	recs map[string]*allowance // by Redis key
 	heat map[string]heat       // keys without a record
 	cold map[string]*coldLease // cold leases (Options.ColdLease), by Redis key
+	// sweptAt is when cold was last rid of leases past their deadline.
+	sweptAt time.Time
 }
 
 // heat is how busy a key without an allowance has been, by period.

@@ -23,7 +23,7 @@ import (
 // hundreds of thousands.
 
 const (
-	defaultMaxColdLeases = 1 << 20
+	defaultMaxColdLeases = 1 << 18
 	// coldFirst is how many decisions of its cost a key's first cold lease
 	// asks for (the store knows nothing of its rate yet), and the least any
 	// later one asks for.
@@ -127,7 +127,10 @@ func (a *allowances) spendCold(ctx context.Context, rk string, p limit.Policy, c
 		want = max(int64(math.Ceil(rate*a.coldLeases.lease.Seconds()*coldFill)), want)
 	}
 	want = max(min(want, p.Limit/coldShare), 0)
-	if want > 0 && a.coldLeases.count.Load() >= a.coldLeases.max {
+	if want > 0 && (a.coldLeases.count.Load() >= a.coldLeases.max || now.Sub(sh.sweptAt) >= a.coldLeases.lease) {
+		// Leases of keys no longer decided are forgotten once a lease
+		// (their deadline passed), so that memory follows the keys decided
+		// within a lease, not every key ever lent.
 		a.sweepCold(sh, now)
 		if a.coldLeases.count.Load() >= a.coldLeases.max {
 			want = 0
@@ -154,6 +157,10 @@ func (a *allowances) coldSpentAt(c *coldLease) int64 {
 // sweepCold forgets the leases of sh whose local deadline has passed (sh
 // locked).
 func (a *allowances) sweepCold(sh *allowShard, now time.Time) {
+	if now.Sub(sh.sweptAt) < a.coldLeases.lease/16 {
+		return // swept a moment ago: a full store stays full until leases end
+	}
+	sh.sweptAt = now
 	for rk, c := range sh.cold {
 		if !now.Before(c.deadline) {
 			a.stats.expired.Add(c.remaining)

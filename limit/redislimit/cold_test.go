@@ -295,3 +295,42 @@ func TestColdLeaseHoldsAtMostHalf(t *testing.T) {
 		t.Fatalf("%d free, want %d (64 - 10 decided - %d lent)", dec.Remaining, 64-10-lent, lent)
 	}
 }
+
+// TestColdLeaseMemory: cold leases past their end are forgotten as the
+// store goes on deciding, and MaxColdLeases caps what is held; decisions
+// beyond the cap take the one-trip path, answered as before.
+func TestColdLeaseMemory(t *testing.T) {
+	p := limit.TokenBucket(1000, limit.PerSecond(1000)).Named("tb")
+	clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
+	c := connect(t)
+	s, err := redislimit.New(c, redislimit.Options{Prefix: testPrefix(t, c), Clock: clock, LocalAllowance: true,
+		ColdLease: time.Second, MaxColdLeases: 1500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	ctx := context.Background()
+	decide := func(prefix string, n int) {
+		t.Helper()
+		for i := range n {
+			dec, err := s.AllowN(ctx, fmt.Sprintf("%s%d", prefix, i), p, 1)
+			if err != nil || !dec.Allowed {
+				t.Fatalf("%s%d: %+v %v", prefix, i, dec, err)
+			}
+		}
+	}
+	decide("a", 1000)
+	if n := s.AllowanceStats().ColdLeases; n != 1000 {
+		t.Fatalf("%d cold leases after 1000 keys, want 1000", n)
+	}
+	clock.Advance(2 * time.Second)
+	decide("b", 1000)
+	if n := s.AllowanceStats().ColdLeases; n != 1000 {
+		t.Fatalf("%d cold leases after the first 1000 ended and 1000 others were lent, want 1000", n)
+	}
+	decide("c", 1000)
+	st := s.AllowanceStats()
+	if st.ColdLeases != 1500 || st.Remote != 3000 {
+		t.Fatalf("stats %+v: want the 1500 of MaxColdLeases held, 3000 one-trip decisions", st)
+	}
+}

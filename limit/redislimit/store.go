@@ -78,8 +78,9 @@ type Options struct {
 	// back first (see DESIGN-allowances.md, section 10). Must be 0 (off,
 	// the default) or from 1s to 1h. Experimental.
 	ColdLease time.Duration
-	// MaxColdLeases caps the cold leases a store holds at once. Default
-	// 1,048,576 (about 200 bytes each, with the key).
+	// MaxColdLeases caps the cold leases a store holds at once (about 200
+	// bytes each, with the key); leases past their end are forgotten
+	// within a lease. Default 262,144.
 	MaxColdLeases int
 }
 
