@@ -769,18 +769,28 @@ func (a *allowances) close(ctx context.Context) error {
 	if testHookGiveBack != nil {
 		testHookGiveBack()
 	}
+	first := parallel(len(recs), closeWorkers, func(i int) error { return a.giveBack(ctx, recs[i]) })
+	if err := a.closeCold(ctx); err != nil && first == nil {
+		first = err
+	}
+	return first
+}
+
+// parallel runs f(i) for every i in [0, n) on at most workers goroutines
+// and returns the first error.
+func parallel(n, workers int, f func(i int) error) error {
 	var (
 		wg    sync.WaitGroup
 		mu    sync.Mutex
 		first error
 		next  atomic.Int64
 	)
-	for range min(closeWorkers, len(recs)) {
+	for range min(workers, n) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := next.Add(1) - 1; i < int64(len(recs)); i = next.Add(1) - 1 {
-				if err := a.giveBack(ctx, recs[i]); err != nil {
+			for i := next.Add(1) - 1; i < int64(n); i = next.Add(1) - 1 {
+				if err := f(int(i)); err != nil {
 					mu.Lock()
 					if first == nil {
 						first = err
@@ -791,9 +801,6 @@ func (a *allowances) close(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
-	if err := a.closeCold(ctx); err != nil && first == nil {
-		first = err
-	}
 	return first
 }
 

@@ -24,15 +24,20 @@ func allowanceStores(t *testing.T, clock limit.Clock, n int) []*redislimit.Store
 // leasedStores is allowanceStores with allowances leased for lease.
 func leasedStores(t *testing.T, clock limit.Clock, n int, lease time.Duration) []*redislimit.Store {
 	t.Helper()
+	return storesWith(t, n, redislimit.Options{Clock: clock, LocalAllowance: true, AllowanceLease: lease})
+}
+
+// storesWith returns n stores on one prefix of their own with opts, each
+// on a client of its own, closed at cleanup.
+func storesWith(t *testing.T, n int, opts redislimit.Options) []*redislimit.Store {
+	t.Helper()
 	out := make([]*redislimit.Store, n)
-	var prefix string
 	for i := range out {
 		c := connect(t)
 		if i == 0 {
-			prefix = testPrefix(t, c)
+			opts.Prefix = testPrefix(t, c)
 		}
-		s, err := redislimit.New(c, redislimit.Options{Prefix: prefix, Clock: clock, LocalAllowance: true,
-			AllowanceLease: lease})
+		s, err := redislimit.New(c, opts)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,7 +3,6 @@ package redislimit
 import (
 	"context"
 	"math"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -257,29 +256,7 @@ func (a *allowances) closeCold(ctx context.Context) error {
 		}
 		sh.mu.Unlock()
 	}
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		first error
-		next  atomic.Int64
-	)
-	for range min(coldCloseWorkers, len(leases)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := next.Add(1) - 1; i < int64(len(leases)); i = next.Add(1) - 1 {
-				if err := a.closeOne(ctx, leases[i]); err != nil {
-					mu.Lock()
-					if first == nil {
-						first = err
-					}
-					mu.Unlock()
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	return first
+	return parallel(len(leases), coldCloseWorkers, func(i int) error { return a.closeOne(ctx, leases[i]) })
 }
 
 // closeOne gives c back for Close; spends stop while it does.

@@ -18,22 +18,7 @@ import (
 // coldStores is leasedStores with cold leases of cold.
 func coldStores(t *testing.T, clock limit.Clock, n int, lease, cold time.Duration) []*redislimit.Store {
 	t.Helper()
-	out := make([]*redislimit.Store, n)
-	var prefix string
-	for i := range out {
-		c := connect(t)
-		if i == 0 {
-			prefix = testPrefix(t, c)
-		}
-		s, err := redislimit.New(c, redislimit.Options{Prefix: prefix, Clock: clock, LocalAllowance: true,
-			AllowanceLease: lease, ColdLease: cold})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = s.Close(context.Background()) })
-		out[i] = s
-	}
-	return out
+	return storesWith(t, n, redislimit.Options{Clock: clock, LocalAllowance: true, AllowanceLease: lease, ColdLease: cold})
 }
 
 // plainStore is a store without allowances on the prefix of s's keys, to

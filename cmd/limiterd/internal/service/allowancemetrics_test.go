@@ -139,17 +139,7 @@ func (p *proc) driveAllowanceAPIs(t *testing.T, n int) (keyed, envoy int) {
 		}
 		for range 50 {
 			if keyed%2 == 0 {
-				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+p.http+"/limit", nil)
-				req.Header.Set("X-Client-Key", key)
-				resp, err := client.Do(req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != http.StatusOK {
-					t.Fatalf("POST /limit: %d", resp.StatusCode)
-				}
+				p.postLimitOK(ctx, t, client, key)
 			} else if r, err := grpcKeyed.Allow(ctx, &ratelimiterv1.AllowRequest{Key: key}); err != nil || !r.Allowed {
 				t.Fatalf("ratelimiter.v1 Allow: %v %v", r, err)
 			}
@@ -164,6 +154,23 @@ func (p *proc) driveAllowanceAPIs(t *testing.T, n int) (keyed, envoy int) {
 		}
 	}
 	return keyed, envoy
+}
+
+// postLimitOK calls POST /limit for key, failing the test unless it is
+// allowed.
+func (p *proc) postLimitOK(ctx context.Context, t *testing.T, client *http.Client, key string) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+p.http+"/limit", nil)
+	req.Header.Set("X-Client-Key", key)
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST /limit: %d", resp.StatusCode)
+	}
 }
 
 // TestAllowanceSeriesReadTheStores: limiterd_allowance_* are each store's
@@ -285,17 +292,7 @@ func TestColdLeaseInLimiterd(t *testing.T) {
 			client := &http.Client{Timeout: 5 * time.Second}
 			const keys, each = 20, 3
 			for i := range keys * each {
-				req, _ := http.NewRequest(http.MethodPost, "http://"+p.http+"/limit", nil)
-				req.Header.Set("X-Client-Key", fmt.Sprintf("%s-%d", c.name, i%keys))
-				resp, err := client.Do(req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != http.StatusOK {
-					t.Fatalf("POST /limit: %d", resp.StatusCode)
-				}
+				p.postLimitOK(context.Background(), t, client, fmt.Sprintf("%s-%d", c.name, i%keys))
 			}
 			local, redis, _, _, lent, _ := allowanceValues(t, p.metricsText(), "keyed")
 			t.Logf("decisions local %v, redis %v; units lent %v", local, redis, lent)
