@@ -194,7 +194,10 @@ func (a *allowances) now() time.Time {
 	return time.Now()
 }
 
-func (a *allowances) shard(rk string) *allowShard {
+func (a *allowances) shard(rk string) *allowShard { return shardOf(a, rk) }
+
+// shardOf is the shard of the Redis key rk, as a string or its bytes.
+func shardOf[K string | []byte](a *allowances, rk K) *allowShard {
 	h := uint32(2166136261)
 	for i := 0; i < len(rk); i++ {
 		h = (h ^ uint32(rk[i])) * 16777619
@@ -206,20 +209,21 @@ func (a *allowances) shard(rk string) *allowShard {
 // hot, or nil: the decision takes the one-trip path. Only decisions
 // answered count towards heat (see warm): calls that gave up, on a frozen
 // or unreachable server, never make a key hot.
-func (a *allowances) get(rk, key string, p limit.Policy) *allowance {
-	sh := a.shard(rk)
+func (a *allowances) get(rkb []byte, key string, p limit.Policy) *allowance {
+	sh := shardOf(a, rkb)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if r := sh.recs[rk]; r != nil {
+	if r := sh.recs[string(rkb)]; r != nil {
 		return r
 	}
 	if a.closed.Load() {
 		return nil
 	}
-	h, ok := sh.heat[rk]
+	h, ok := sh.heat[string(rkb)]
 	if !ok {
 		return nil
 	}
+	rk := string(rkb)
 	now := a.now()
 	h.roll(now.UnixNano() / int64(a.period))
 	if h.streak < warmPeriods || a.count.Load() >= a.max {
@@ -246,8 +250,8 @@ func (a *allowances) warm(rk string, cost int64) {
 	sh := a.shard(rk)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if sh.recs[rk] != nil || a.closed.Load() {
-		return
+	if sh.recs[rk] != nil || sh.cold[rk] != nil || a.closed.Load() {
+		return // decided here, not one-trip
 	}
 	idx := a.now().UnixNano() / int64(a.period)
 	h, ok := sh.heat[rk]

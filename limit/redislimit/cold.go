@@ -80,12 +80,12 @@ type coldState struct {
 // spendCold decides cost from the cold lease of rk, if it has the units
 // (ok true). Otherwise it returns the lend the one-trip decision should
 // carry: the end of the lease it had, if any, and a new one.
-func (a *allowances) spendCold(ctx context.Context, rk string, p limit.Policy, cost int64) (dec limit.Decision, ok bool, ask lendAsk) {
-	sh := a.shard(rk)
+func (a *allowances) spendCold(ctx context.Context, rkb []byte, p limit.Policy, cost int64) (dec limit.Decision, ok bool, ask lendAsk) {
+	sh := shardOf(a, rkb)
 	now := a.now()
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	c := sh.cold[rk]
+	c := sh.cold[string(rkb)]
 	if c != nil && c.closing != nil {
 		// Close is giving the units back: the one-trip path answers once
 		// they are, as it would have with them never lent.
@@ -113,7 +113,7 @@ func (a *allowances) spendCold(ctx context.Context, rk string, p limit.Policy, c
 	// At least coldFirst decisions of this cost.
 	want := coldFirst * max(cost, 1)
 	if c != nil {
-		delete(sh.cold, rk)
+		delete(sh.cold, c.rk)
 		a.coldLeases.count.Add(-1)
 		if now.Before(c.deadline) {
 			ask.seq, ask.used, ask.held = c.seq, c.used, c.remaining
@@ -197,6 +197,7 @@ func (a *allowances) installCold(ctx context.Context, rk string, r limit.Request
 	sh := a.shard(rk)
 	sh.mu.Lock()
 	if !a.closed.Load() && sh.cold[rk] == nil && sh.recs[rk] == nil {
+		delete(sh.heat, rk) // decided here from now on, not one-trip
 		sh.cold[rk] = c
 		a.coldLeases.count.Add(1)
 		sh.mu.Unlock()

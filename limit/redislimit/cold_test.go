@@ -319,3 +319,41 @@ func TestColdLeaseMemory(t *testing.T) {
 		t.Fatalf("stats %+v: want the 1500 of MaxColdLeases held, 3000 one-trip decisions", st)
 	}
 }
+
+// TestColdLeaseDecisionsDoNotAllocate: a decision answered from a cold
+// lease allocates nothing (the key is looked up without being built as a
+// string), so that a store deciding most of its load locally leaves the
+// garbage collector nothing to do on that path.
+func TestColdLeaseDecisionsDoNotAllocate(t *testing.T) {
+	clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
+	s := coldStores(t, clock, 1, time.Second, time.Hour)[0]
+	ctx := context.Background()
+	for _, p := range []limit.Policy{
+		limit.TokenBucket(1_000_000, limit.PerSecond(1_000_000)).Named("tb"),
+		limit.GCRA(limit.PerSecond(1_000_000), 1_000_000).Named("gcra"),
+	} {
+		if _, err := s.AllowN(ctx, "user-1", p, 1); err != nil {
+			t.Fatal(err)
+		}
+		// The lease after the first is sized from the rate: well over
+		// the 1,000 decisions measured.
+		for range 9 {
+			if _, err := s.AllowN(ctx, "user-1", p, 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		before := s.AllowanceStats().ColdLocal
+		allocs := testing.AllocsPerRun(1000, func() {
+			if _, err := s.AllowN(ctx, "user-1", p, 1); err != nil {
+				t.Fatal(err)
+			}
+		})
+		local := s.AllowanceStats().ColdLocal - before
+		if local != 1001 { // AllocsPerRun runs the function once more to warm up
+			t.Fatalf("%s: %d of 1001 decisions from the cold lease", p.Name, local)
+		}
+		if allocs != 0 {
+			t.Errorf("%s: %v allocations per decision from a cold lease, want 0", p.Name, allocs)
+		}
+	}
+}

@@ -161,31 +161,35 @@ func (e *CrossSlotError) Error() string {
 
 // Key returns the Redis key holding key's state under p.
 func (s *Store) Key(key string, p limit.Policy) string {
-	var b strings.Builder
-	b.Grow(len(s.prefix) + len(key) + len(p.Name) + 24)
-	b.WriteString(s.prefix)
+	var buf [192]byte
+	return string(s.appendKey(buf[:0], key, p))
+}
+
+// appendKey appends Key(key, p) to b: a decision answered from an
+// allowance looks its key up without allocating it.
+func (s *Store) appendKey(b []byte, key string, p limit.Policy) []byte {
+	b = append(b, s.prefix...)
 	switch {
 	case hasTag(key):
-		b.WriteString(key)
+		b = append(b, key...)
 	case key == "" || key[0] == '}' || key[0] == '\\':
 		// Braced, the key would open with an empty tag ("{}x}"), which
 		// Redis ignores, hashing the whole name and so the policy too.
 		// Such keys get a tag of their own hash, marked by a backslash
 		// that no key braced as it is starts with.
-		b.WriteString("{\\")
-		writeHash(&b, key)
-		b.WriteByte('}')
-		b.WriteString(key)
+		b = append(b, "{\\"...)
+		b = appendHash(b, key)
+		b = append(b, '}')
+		b = append(b, key...)
 	default:
-		b.WriteByte('{')
-		b.WriteString(key)
-		b.WriteByte('}')
+		b = append(b, '{')
+		b = append(b, key...)
+		b = append(b, '}')
 	}
-	b.WriteByte(':')
-	b.WriteString(p.Name)
-	b.WriteByte(':')
-	b.WriteString(algCodes[p.Algorithm])
-	return b.String()
+	b = append(b, ':')
+	b = append(b, p.Name...)
+	b = append(b, ':')
+	return append(b, algCodes[p.Algorithm]...)
 }
 
 // algCodes are the short names of the algorithms in keys.
@@ -205,16 +209,17 @@ func hasTag(key string) bool {
 	return j > 0
 }
 
-// writeHash writes the 64-bit FNV-1a hash of key to b in 16 hex digits.
-func writeHash(b *strings.Builder, key string) {
+// appendHash appends the 64-bit FNV-1a hash of key to b in 16 hex digits.
+func appendHash(b []byte, key string) []byte {
 	h := uint64(14695981039346656037)
 	for i := 0; i < len(key); i++ {
 		h = (h ^ uint64(key[i])) * 1099511628211
 	}
 	const hex = "0123456789abcdef"
 	for shift := 60; shift >= 0; shift -= 4 {
-		b.WriteByte(hex[h>>uint(shift)&15])
+		b = append(b, hex[h>>uint(shift)&15])
 	}
+	return b
 }
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 128); return &b }}
@@ -353,19 +358,21 @@ func (s *Store) AllowN(ctx context.Context, key string, p limit.Policy, cost int
 	var rk string
 	var ask lendAsk
 	if s.lent != nil && lendable(p.Algorithm) && cost >= 0 && p.Validate() == nil {
-		rk = s.Key(key, p)
-		r := s.lent.get(rk, key, p)
+		var buf [192]byte
+		rkb := s.appendKey(buf[:0], key, p)
+		r := s.lent.get(rkb, key, p)
 		if r != nil {
 			if dec, ok := s.lent.decide(ctx, r, p, cost); ok {
 				return dec, nil
 			}
 		} else if s.lent.coldLeases.lease > 0 && bucketLike(p) {
-			dec, ok, a := s.lent.spendCold(ctx, rk, p, cost)
+			dec, ok, a := s.lent.spendCold(ctx, rkb, p, cost)
 			if ok {
 				return dec, nil
 			}
 			ask = a
 		}
+		rk = string(rkb)
 	}
 	s.stats.remote.Add(1)
 	var dec limit.Decision
@@ -428,7 +435,7 @@ func (s *Store) CountAll(ctx context.Context, reqs []limit.Request, out []limit.
 		out = append(out, limit.Decision{})
 		if r.Cost >= 0 && (r.Policy.Algorithm == limit.TokenBucketAlgorithm || r.Policy.Algorithm == limit.GCRAAlgorithm) &&
 			r.Policy.Validate() == nil {
-			if a := s.lent.get(s.Key(r.Key, r.Policy), r.Key, r.Policy); a != nil {
+			if a := s.lent.get(s.appendKey(nil, r.Key, r.Policy), r.Key, r.Policy); a != nil {
 				if dec, ok := s.lent.decide(ctx, a, r.Policy, r.Cost); ok {
 					out[start+i] = dec
 					continue
