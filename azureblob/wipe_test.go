@@ -12,8 +12,8 @@ import (
 // TestAzureWipeNoOverUse runs three instances sharing 20,000 in 20
 // partitions on an Azurite of the test's own, kills it and starts it again
 // empty while their leases are valid: the instances never count more than
-// the shared capacity between them, and within 2 s of the store answering
-// again at least 90 % of the partitions are leased again. It runs for both
+// the shared capacity between them, and within 5 s of the store answering
+// again (not a lease later) at least 90 % of the partitions are leased again. It runs for both
 // layouts.
 func TestAzureWipeNoOverUse(t *testing.T) {
 	t.Parallel()
@@ -91,7 +91,11 @@ func testWipeNoOverUse(t *testing.T, table bool) {
 	// After a spell of errors the instances retry on their back-off
 	// schedule, at most 2 x maxInterval (1 s) apart, which bounds how soon
 	// they notice that the store is back; the re-take follows at once.
-	if limit := 2 * time.Second; back90 < 0 || back90 > limit {
+	// The bound adds the re-take's calls and the probe's under the race
+	// detector on a busy 2-core machine (2.16 s measured there once); the
+	// failure it catches is a re-take that waits for the hold, a whole
+	// lease (30 s).
+	if limit := 5 * time.Second; back90 < 0 || back90 > limit {
 		t.Fatalf("90 %% of the %d valid partitions leased again after %v, want within %v", held, back90, limit)
 	}
 }
