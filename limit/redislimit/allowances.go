@@ -146,6 +146,7 @@ type allowance struct {
 	srvRemain int64     // what the last call said is left in Redis
 	reset     time.Duration
 	flight    chan struct{} // closed when the call in flight is answered
+	short     bool          // the last answer granted less than asked for
 	nudged    bool
 }
 
@@ -327,6 +328,19 @@ func (a *allowances) decide(ctx context.Context, r *allowance, p limit.Policy, c
 			r.refused = max(r.refused, cost)
 			a.stats.local.Add(1)
 			return r.decision(false, r.notBefore.Sub(now)), true
+		}
+		if r.flight != nil && r.short && bucketLike(r.p) && r.p.Rate.Count > 0 && cost <= r.p.Limit {
+			// The key is saturated here (the last answer came back short
+			// or denied) and a call for more is in flight: refused here at
+			// once rather than after its round trip, which would slow
+			// every decision arriving meanwhile. The units it brings are
+			// spent by the decisions after it; RetryAfter is at least
+			// this cost's refill, as a one-trip denial on a full bucket.
+			r.demand += cost
+			r.refused = max(r.refused, cost)
+			a.stats.local.Add(1)
+			refill := time.Duration(cost * int64(r.p.Rate.Period) / r.p.Rate.Count)
+			return r.decision(false, max(r.notBefore.Sub(now), refill)), true
 		}
 		if ch := r.flight; ch != nil {
 			// A call is in flight: its answer may bring the units.
@@ -514,6 +528,8 @@ func (a *allowances) apply(r *allowance, req call, res lendResult, now time.Time
 		r.holders, r.holdersAt = res.holders, now
 	}
 	r.sent, r.server = req.at, res.now
+	// Saturated here: the call asked for more than it got.
+	r.short = res.granted < max(req.want, req.need-keep)
 	r.nextTake = time.Time{}
 	if res.retry > 0 {
 		r.nextTake = now.Add(res.retry)
