@@ -324,23 +324,17 @@ func (a *allowances) decide(ctx context.Context, r *allowance, p limit.Policy, c
 			return r.decision(true, 0), true
 		}
 		if cost <= r.nbUnits && now.Before(r.askAt) {
-			r.demand += cost
-			r.refused = max(r.refused, cost)
-			a.stats.local.Add(1)
-			return r.decision(false, r.notBefore.Sub(now)), true
+			return a.refuse(r, cost, r.notBefore.Sub(now)), true
 		}
-		if r.flight != nil && r.short && bucketLike(r.p) && r.p.Rate.Count > 0 && cost <= r.p.Limit {
+		if r.flight != nil && r.short && bucketLike(r.p) && r.p.Rate.Count > 0 {
 			// The key is saturated here (the last answer came back short
 			// or denied) and a call for more is in flight: refused here at
 			// once rather than after its round trip, which would slow
 			// every decision arriving meanwhile. The units it brings are
 			// spent by the decisions after it; RetryAfter is at least
 			// this cost's refill, as a one-trip denial on a full bucket.
-			r.demand += cost
-			r.refused = max(r.refused, cost)
-			a.stats.local.Add(1)
 			refill := time.Duration(cost * int64(r.p.Rate.Period) / r.p.Rate.Count)
-			return r.decision(false, max(r.notBefore.Sub(now), refill)), true
+			return a.refuse(r, cost, max(r.notBefore.Sub(now), refill)), true
 		}
 		if ch := r.flight; ch != nil {
 			// A call is in flight: its answer may bring the units.
@@ -360,10 +354,7 @@ func (a *allowances) decide(ctx context.Context, r *allowance, p limit.Policy, c
 				// Denied until the window's end at the last call: refused
 				// here until then, since asking again would send every
 				// decision of the window's last stretch to Redis.
-				r.demand += cost
-				r.refused = max(r.refused, cost)
-				a.stats.local.Add(1)
-				return r.decision(false, r.notBefore.Sub(now)), true
+				return a.refuse(r, cost, r.notBefore.Sub(now)), true
 			}
 			// Too little of the window is left for a lease to pay.
 			return limit.Decision{}, false
@@ -405,6 +396,15 @@ func (a *allowances) decide(ctx context.Context, r *allowance, p limit.Policy, c
 		a.stats.local.Add(1)
 		return r.decision(false, wait), true
 	}
+}
+
+// refuse counts a decision of cost refused here on r (held locked), to be
+// retried after retry.
+func (a *allowances) refuse(r *allowance, cost int64, retry time.Duration) limit.Decision {
+	r.demand += cost
+	r.refused = max(r.refused, cost)
+	a.stats.local.Add(1)
+	return r.decision(false, retry)
 }
 
 // expire drops what r holds once its local deadline has passed: the lease

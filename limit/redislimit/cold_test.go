@@ -257,27 +257,33 @@ func TestColdLeaseExactAsKeysFill(t *testing.T) {
 // key, together they hold at most half its limit: a loan is granted only
 // while half the limit stays free beyond it.
 func TestColdLeaseHoldsAtMostHalf(t *testing.T) {
-	p := limit.TokenBucket(64, limit.PerHour(1)).Named("tb")
-	clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
-	stores := coldStores(t, clock, 10, time.Second, time.Minute)
-	ctx := context.Background()
-	var lent int64
-	for _, s := range stores {
-		if _, err := s.AllowN(ctx, "k", p, 1); err != nil {
-			t.Fatal(err)
-		}
-		lent += s.AllowanceStats().Lent
-	}
-	dec, err := plainStore(t, clock, stores[0]).AllowN(ctx, "k", p, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("10 stores: %d units lent cold, %d free", lent, dec.Remaining)
-	if lent == 0 || lent > 32 {
-		t.Fatalf("%d units lent cold, want some and at most 32 (half the limit)", lent)
-	}
-	if dec.Remaining != 64-10-lent || dec.Remaining < 32-10 {
-		t.Fatalf("%d free, want %d (64 - 10 decided - %d lent)", dec.Remaining, 64-10-lent, lent)
+	for _, p := range []limit.Policy{
+		limit.TokenBucket(64, limit.PerHour(1)).Named("tb"),
+		limit.GCRA(limit.PerHour(1), 64).Named("gcra"),
+	} {
+		t.Run(p.Name, func(t *testing.T) {
+			clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
+			stores := coldStores(t, clock, 10, time.Second, time.Minute)
+			ctx := context.Background()
+			var lent int64
+			for _, s := range stores {
+				if _, err := s.AllowN(ctx, "k", p, 1); err != nil {
+					t.Fatal(err)
+				}
+				lent += s.AllowanceStats().Lent
+			}
+			dec, err := plainStore(t, clock, stores[0]).AllowN(ctx, "k", p, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("10 stores: %d units lent cold, %d free", lent, dec.Remaining)
+			if lent == 0 || lent > 32 {
+				t.Fatalf("%d units lent cold, want some and at most 32 (half the limit)", lent)
+			}
+			if dec.Remaining != 64-10-lent || dec.Remaining < 32-10 {
+				t.Fatalf("%d free, want %d (64 - 10 decided - %d lent)", dec.Remaining, 64-10-lent, lent)
+			}
+		})
 	}
 }
 
