@@ -175,6 +175,85 @@ func TestAllowanceHotRetryNeverEarly(t *testing.T) {
 	}
 }
 
+// TestAllowanceKeepsOneTripRetry: a decision the one-trip path refused
+// just before its key turned hot comes back at the time it was given and
+// is allowed, although the new allowance's first take, made before that
+// time, came back short (it took what was free; a refusal time for all it
+// asked for would fall after the decision's).
+func TestAllowanceKeepsOneTripRetry(t *testing.T) {
+	const lease = 400 * time.Millisecond
+	for _, tc := range []struct {
+		p           limit.Policy
+		first, cost int64
+	}{
+		{limit.TokenBucket(10, limit.Rate{Count: 7, Period: 3 * time.Second}).Named("tb"), 8, 3},
+		{limit.GCRA(limit.Rate{Count: 3, Period: time.Second}, 5).Named("gcra"), 4, 3},
+	} {
+		t.Run(tc.p.Name, func(t *testing.T) {
+			clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
+			c := connect(t)
+			s, err := redislimit.New(c, redislimit.Options{Prefix: testPrefix(t, c), Clock: clock,
+				LocalAllowance: true, AllowanceLease: lease})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close(context.Background())
+			ctx := context.Background()
+			allow := func(cost int64) limit.Decision {
+				t.Helper()
+				d, err := s.AllowN(ctx, "k", tc.p, cost)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return d
+			}
+			// Busy periods, one short of hot: the last one is the current.
+			for i := range redislimit.WarmPeriods {
+				if i > 0 {
+					clock.Advance(lease / 2)
+				}
+				for range redislimit.HotThreshold {
+					allow(0)
+				}
+			}
+			if d := allow(tc.first); !d.Allowed {
+				t.Fatalf("first: %+v", d)
+			}
+			denied := allow(tc.cost)
+			if denied.Allowed || denied.RetryAfter <= lease/2 {
+				t.Fatalf("want a denial longer than a period: %+v", denied)
+			}
+			if st := s.AllowanceStats(); st.Local != 0 {
+				t.Fatalf("decided locally before the key was hot: %+v", st)
+			}
+			// The next period: the key turns hot, and the allowance's first
+			// take (in the background) finds less than it asks for.
+			clock.Advance(lease / 2)
+			allow(0)
+			settle(t, s)
+			if keys, units := s.HeldForTest(); keys != 1 || units == 0 || units >= tc.cost {
+				t.Fatalf("held %d keys, %d units: want part of the cost", keys, units)
+			}
+			// The key stays hot (cost-0 decisions, the renewal goroutine
+			// keeping up) until the retry time.
+			for left := denied.RetryAfter - lease/2; left > 0; {
+				step := min(left, lease/4)
+				clock.Advance(step)
+				left -= step
+				settle(t, s)
+				if left > 0 {
+					for range redislimit.HotThreshold {
+						allow(0)
+					}
+				}
+			}
+			if d := allow(tc.cost); !d.Allowed {
+				t.Fatalf("cost %d denied at the RetryAfter %v the one-trip path gave: %+v", tc.cost, denied.RetryAfter, d)
+			}
+		})
+	}
+}
+
 // TestAllowanceCountAll: CountAll decides a token bucket or GCRA request
 // on a key held in an allowance from it, and sends the others to Redis
 // together.

@@ -116,6 +116,7 @@ type allowShard struct {
 type heat struct {
 	idx                 int64 // the period, counted from the Unix epoch
 	cost, prevCost      int64 // cost decided in it and in the one before
+	retryAt, retryCost  int64 // the latest one-trip denial's retry time (Unix ns) and its cost
 	count, prev, streak int32 // decisions in it and in the one before; busy periods before it
 }
 
@@ -142,6 +143,8 @@ type allowance struct {
 	nbUnits   int64     // the units Redis will have for this store at notBefore
 	askAt     time.Time // local refusals of costs up to nbUnits until then: notBefore, or a period after the answer if sooner
 	refused   int64     // the largest cost refused since the remainder last met it
+	promised  time.Time // the latest time a refused decision on the key was told to come back
+	flightAt  time.Time // local time the call in flight was sent
 	nextTake  time.Time // the renewal goroutine asks for more only from then
 	srvRemain int64     // what the last call said is left in Redis
 	reset     time.Duration
@@ -240,21 +243,42 @@ func (a *allowances) get(rkb []byte, key string, p limit.Policy) *allowance {
 	}
 	r := &allowance{rk: rk, key: key, p: p, lastUse: now, rateAt: now,
 		rate: float64(first) / a.period.Seconds()}
+	if at := time.Unix(0, h.retryAt); at.After(now) {
+		// A decision the one-trip path refused is still to come back:
+		// the first takes must not set a refusal time after its own.
+		r.promised, r.refused = at, h.retryCost
+	}
 	sh.recs[rk] = r
 	a.count.Add(1)
 	a.start()
 	return r
 }
 
-// warm counts a decision of cost on rk answered by the one-trip path.
-func (a *allowances) warm(rk string, cost int64) {
+// warm counts a decision of cost on rk answered by the one-trip path, and
+// remembers the retry time of a denial: the key's allowance, made now or
+// later, refuses nothing past it that the decision would need then.
+func (a *allowances) warm(rk string, cost int64, d limit.Decision) {
+	now := a.now()
+	var retryAt time.Time
+	if !d.Allowed && d.Reason == limit.ReasonLimited && d.RetryAfter > 0 {
+		retryAt = now.Add(d.RetryAfter)
+	}
 	sh := a.shard(rk)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if sh.recs[rk] != nil || sh.cold[rk] != nil || a.closed.Load() {
+	if r := sh.recs[rk]; r != nil {
+		if !retryAt.IsZero() {
+			// Sent one-trip by the allowance (see decide).
+			r.mu.Lock()
+			r.promise(retryAt, cost)
+			r.mu.Unlock()
+		}
+		return
+	}
+	if sh.cold[rk] != nil || a.closed.Load() {
 		return // decided here, not one-trip
 	}
-	idx := a.now().UnixNano() / int64(a.period)
+	idx := now.UnixNano() / int64(a.period)
 	h, ok := sh.heat[rk]
 	if !ok && len(sh.heat) >= maxHeat/shardCount {
 		prune(sh, idx)
@@ -265,7 +289,19 @@ func (a *allowances) warm(rk string, cost int64) {
 	h.roll(idx)
 	h.count++
 	h.cost += cost
+	if ns := retryAt.UnixNano(); !retryAt.IsZero() && ns >= h.retryAt {
+		h.retryAt, h.retryCost = ns, cost
+	}
 	sh.heat[rk] = h
+}
+
+// promise notes that a decision of cost refused on r's key (held locked)
+// was told to come back at t.
+func (r *allowance) promise(t time.Time, cost int64) {
+	r.refused = max(r.refused, cost)
+	if t.After(r.promised) {
+		r.promised = t
+	}
 }
 
 // roll moves h to period idx: a streak goes on when the period before was
@@ -324,17 +360,21 @@ func (a *allowances) decide(ctx context.Context, r *allowance, p limit.Policy, c
 			return r.decision(true, 0), true
 		}
 		if cost <= r.nbUnits && now.Before(r.askAt) {
-			return a.refuse(r, cost, r.notBefore.Sub(now)), true
+			return a.refuse(r, cost, r.notBefore.Sub(now), true), true
 		}
-		if r.flight != nil && r.short && bucketLike(r.p) && r.p.Rate.Count > 0 {
+		if r.flight != nil && r.short && bucketLike(r.p) && r.p.Rate.Count > 0 &&
+			(!r.promised.After(r.flightAt) || r.promised.After(now)) {
 			// The key is saturated here (the last answer came back short
 			// or denied) and a call for more is in flight: refused here at
 			// once rather than after its round trip, which would slow
 			// every decision arriving meanwhile. The units it brings are
 			// spent by the decisions after it; RetryAfter is at least
 			// this cost's refill, as a one-trip denial on a full bucket.
+			// Not when a refused decision's retry time came since the
+			// call was sent: it may be that decision, and what it was
+			// promised may be on its way.
 			refill := time.Duration(cost * int64(r.p.Rate.Period) / r.p.Rate.Count)
-			return a.refuse(r, cost, max(r.notBefore.Sub(now), refill)), true
+			return a.refuse(r, cost, max(r.notBefore.Sub(now), refill), false), true
 		}
 		if ch := r.flight; ch != nil {
 			// A call is in flight: its answer may bring the units.
@@ -354,7 +394,7 @@ func (a *allowances) decide(ctx context.Context, r *allowance, p limit.Policy, c
 				// Denied until the window's end at the last call: refused
 				// here until then, since asking again would send every
 				// decision of the window's last stretch to Redis.
-				return a.refuse(r, cost, r.notBefore.Sub(now)), true
+				return a.refuse(r, cost, r.notBefore.Sub(now), true), true
 			}
 			// Too little of the window is left for a lease to pay.
 			return limit.Decision{}, false
@@ -386,23 +426,42 @@ func (a *allowances) decide(ctx context.Context, r *allowance, p limit.Policy, c
 		// others spend them first.
 		wait := res.retry + a.backoff(r, req, res)
 		r.notBefore, r.nbUnits = now.Add(wait), min(max(cost, req.want), r.p.Limit)
-		r.refused = max(r.refused, cost)
 		// Refused here until then, but asking Redis again after a period at
 		// most: a state that changed meanwhile (Redis restarted empty, or
 		// others gave units back) is seen within a period, as the one-trip
 		// path sees it at once, for a call per period rather than one per
 		// decision.
-		r.askAt = now.Add(min(wait, a.period))
+		r.askAt = a.askAt(r, now)
+		r.promise(r.notBefore, cost)
 		a.stats.local.Add(1)
 		return r.decision(false, wait), true
 	}
 }
 
+// askAt is until when r refuses locally after an answer at now (r held
+// locked): notBefore, or a period after now if sooner. With no other
+// holder, never past the retry time of a refused decision still to come
+// back (told by the one-trip path before r was made, or by an earlier
+// refusal): what this store holds and Redis has then meet that decision,
+// although they may fall short of nbUnits. Other holders may take those
+// units first anyway, and there the longer refusal saves calls.
+func (a *allowances) askAt(r *allowance, now time.Time) time.Time {
+	at := now.Add(min(r.notBefore.Sub(now), a.period))
+	if r.holders <= 1 && r.promised.After(now) && r.promised.Before(at) {
+		at = r.promised
+	}
+	return at
+}
+
 // refuse counts a decision of cost refused here on r (held locked), to be
 // retried after retry.
-func (a *allowances) refuse(r *allowance, cost int64, retry time.Duration) limit.Decision {
+func (a *allowances) refuse(r *allowance, cost int64, retry time.Duration, promise bool) limit.Decision {
 	r.demand += cost
-	r.refused = max(r.refused, cost)
+	if promise {
+		r.promise(r.lastUse.Add(retry), cost)
+	} else {
+		r.refused = max(r.refused, cost)
+	}
 	a.stats.local.Add(1)
 	return r.decision(false, retry)
 }
@@ -492,7 +551,7 @@ func ceilMicros(d time.Duration) int64 {
 // call sends req for r, held locked; r.mu is released while Redis answers.
 func (a *allowances) call(ctx context.Context, r *allowance, req call) (lendResult, error) {
 	ch := make(chan struct{})
-	r.flight = ch
+	r.flight, r.flightAt = ch, req.at
 	r.mu.Unlock()
 	res, err := a.s.lend(ctx, r.key, r.p, req.lendRequest)
 	r.mu.Lock()
@@ -552,7 +611,7 @@ func (a *allowances) apply(r *allowance, req call, res lendResult, now time.Time
 			r.notBefore = now.Add(res.retry + a.backoff(r, req, res))
 			r.nbUnits = min(res.retryUnits, r.p.Limit)
 		}
-		r.askAt = now.Add(min(r.notBefore.Sub(now), a.period))
+		r.askAt = a.askAt(r, now)
 	case req.need == 0 || r.remaining >= req.need:
 		r.notBefore, r.askAt = time.Time{}, time.Time{}
 	}

@@ -399,7 +399,7 @@ func (s *Store) AllowN(ctx context.Context, key string, p limit.Policy, cost int
 		}
 	}
 	if err == nil && rk != "" {
-		s.lent.warm(rk, cost)
+		s.lent.warm(rk, cost, dec)
 	}
 	return dec, err
 }
@@ -458,7 +458,7 @@ func (s *Store) CountAll(ctx context.Context, reqs []limit.Request, out []limit.
 		s.stats.remote.Add(int64(len(reqs)))
 		out, err := s.run(ctx, opCount, "count all", reqs, out[:start])
 		if err == nil {
-			s.warmCounted(reqs)
+			s.warmCounted(reqs, out[start:])
 		}
 		return out, err
 	}
@@ -473,17 +473,17 @@ func (s *Store) CountAll(ctx context.Context, reqs []limit.Request, out []limit.
 	for i, d := range decs {
 		out[restAt[i]] = d
 	}
-	s.warmCounted(rest)
+	s.warmCounted(rest, decs)
 	return out, nil
 }
 
 // warmCounted counts the token bucket and GCRA requests of a CountAll
-// Redis answered towards their keys' heat.
-func (s *Store) warmCounted(reqs []limit.Request) {
-	for _, r := range reqs {
+// Redis answered (decs) towards their keys' heat.
+func (s *Store) warmCounted(reqs []limit.Request, decs []limit.Decision) {
+	for i, r := range reqs {
 		if r.Cost >= 0 && (r.Policy.Algorithm == limit.TokenBucketAlgorithm || r.Policy.Algorithm == limit.GCRAAlgorithm) &&
-			r.Policy.Validate() == nil {
-			s.lent.warm(s.Key(r.Key, r.Policy), r.Cost)
+			r.Policy.Validate() == nil && i < len(decs) {
+			s.lent.warm(s.Key(r.Key, r.Policy), r.Cost, decs[i])
 		}
 	}
 }
