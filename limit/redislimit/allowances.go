@@ -51,8 +51,10 @@ type AllowanceStats struct {
 	// refused; Remote those that took the one-trip path.
 	Local, Remote int64
 	// ColdLocal is the decisions of Local answered from cold leases
-	// (Options.ColdLease); ColdLeases the cold leases held now.
-	ColdLocal, ColdLeases int64
+	// (Options.ColdLease); ColdLeases the cold leases held now;
+	// ColdRenewals the cold leases renewed early, beside a decision
+	// rather than by one.
+	ColdLocal, ColdLeases, ColdRenewals int64
 	// Commands is the script calls this store sent to Redis: decisions,
 	// batches of decisions, allowance takes, renewals and returns.
 	Commands int64
@@ -60,7 +62,7 @@ type AllowanceStats struct {
 
 // counters are the atomic counts behind AllowanceStats.
 type counters struct {
-	lent, returned, expired, renewals, background, local, remote, commands, coldLocal atomic.Int64
+	lent, returned, expired, renewals, background, local, remote, commands, coldLocal, coldRenewals atomic.Int64
 }
 
 // AllowanceStats returns the store's counts (see AllowanceStats). Without
@@ -70,7 +72,7 @@ func (s *Store) AllowanceStats() AllowanceStats {
 	return AllowanceStats{Lent: c.lent.Load(), Returned: c.returned.Load(), Expired: c.expired.Load(),
 		Renewals: c.renewals.Load(), Background: c.background.Load(), Local: c.local.Load(),
 		Remote: c.remote.Load(), Commands: c.commands.Load(), ColdLocal: c.coldLocal.Load(),
-		ColdLeases: s.coldLeases()}
+		ColdLeases: s.coldLeases(), ColdRenewals: c.coldRenewals.Load()}
 }
 
 // coldLeases is how many cold leases s holds now.
@@ -892,6 +894,7 @@ func (a *allowances) kill() (held int64) {
 	a.closed.Store(true)
 	close(a.stop)
 	a.wg.Wait()
+	a.waitColdRenewals()
 	for i := range a.shards {
 		sh := &a.shards[i]
 		sh.mu.Lock()

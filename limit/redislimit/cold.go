@@ -13,13 +13,16 @@ import (
 // bucket or GCRA key far from its limit is lent a few units along with its
 // one-trip decision, in the same script call, for a long lease. Later
 // decisions on it at this store spend them without a call. When they run
-// out, the next decision takes the one-trip path again and its call ends
-// the lease (charging what was spent, giving back the rest) and lends
-// again, sized from the rate the lease saw. Spends are reported only then,
-// at Close, or never: a lease that ends in Redis is charged in full at its
-// end, which admits less, never more. Cold leases live beside the hot
-// allowances, not in the renewal goroutine's sweep: a store may hold
-// hundreds of thousands.
+// low (a quarter left, or an eighth of the lease), the decision that finds
+// them so starts a renewal beside it: a goroutine's cost-0 one-trip call
+// that ends the lease (charging what was spent, giving back the rest) and
+// lends again, sized from the rate the lease saw; decisions on the key wait
+// for it meanwhile. A lease spent before then (no renewal slot free, or a
+// burst) sends the next decision one-trip, carrying the same end and lend.
+// Spends are reported only then, at Close, or never: a lease that ends in
+// Redis is charged in full at its end, which admits less, never more. Cold
+// leases live beside the hot allowances, not in the renewal goroutine's
+// sweep: a store may hold hundreds of thousands.
 
 const (
 	defaultMaxColdLeases = 1 << 18
@@ -37,6 +40,8 @@ const (
 	// coldShare caps a cold lease at this fraction of the limit; allow.lua
 	// lends only while half the limit stays free beyond it.
 	coldShare = 8
+	// coldRenewals bounds the early renewals in flight at once.
+	coldRenewals = 64
 )
 
 // lendAsk is the lend carried by a one-trip decision of allow.lua.
@@ -58,6 +63,7 @@ type coldLease struct {
 	p         limit.Policy
 	rk, key   string
 	closing   chan struct{} // closed once Close has given the lease back
+	renewing  chan struct{} // closed once the early renewal in flight is answered
 	seq       int64
 	granted   int64
 	remaining int64
@@ -75,6 +81,8 @@ type coldState struct {
 	lease time.Duration
 	max   int64
 	count atomic.Int64
+	// slots holds a token per early renewal in flight; Close fills it.
+	slots chan struct{}
 }
 
 // spendCold decides cost from the cold lease of rk, if it has the units
@@ -86,6 +94,21 @@ func (a *allowances) spendCold(ctx context.Context, rkb []byte, p limit.Policy, 
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	c := sh.cold[string(rkb)]
+	for c != nil && c.renewing != nil {
+		// Its renewal brings the units (or ends the lease) in a round trip.
+		ch := c.renewing
+		sh.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+		}
+		sh.mu.Lock()
+		if ctx.Err() != nil {
+			return limit.Decision{}, false, lendAsk{} // the one-trip path answers with ctx's error
+		}
+		now = a.now()
+		c = sh.cold[string(rkb)]
+	}
 	if c != nil && c.closing != nil {
 		// Close is giving the units back: the one-trip path answers once
 		// they are, as it would have with them never lent.
@@ -104,14 +127,15 @@ func (a *allowances) spendCold(ctx context.Context, rkb []byte, p limit.Policy, 
 		c.lastSpend = now
 		a.stats.local.Add(1)
 		a.stats.coldLocal.Add(1)
-		return limit.Decision{Allowed: true, Limit: p.Limit, Remaining: c.remaining + c.srvRemain,
-			ResetAfter: c.reset, Policy: p.Name}, true, lendAsk{}
+		dec = limit.Decision{Allowed: true, Limit: p.Limit, Remaining: c.remaining + c.srvRemain,
+			ResetAfter: c.reset, Policy: p.Name}
+		a.renewColdEarly(c, now)
+		return dec, true, lendAsk{}
 	}
 	if a.closed.Load() {
 		return limit.Decision{}, false, lendAsk{}
 	}
-	// At least coldFirst decisions of this cost.
-	want := coldFirst * max(cost, 1)
+	want := a.coldWant(c, p, now, cost)
 	if c != nil {
 		delete(sh.cold, c.rk)
 		a.coldLeases.count.Add(-1)
@@ -121,11 +145,7 @@ func (a *allowances) spendCold(ctx context.Context, rkb []byte, p limit.Policy, 
 		} else {
 			a.stats.expired.Add(c.remaining) // charged at the lease's end
 		}
-		el := max(now.Sub(c.sent), time.Millisecond)
-		rate := float64(c.granted-c.remaining) / el.Seconds()
-		want = max(int64(math.Ceil(rate*a.coldLeases.lease.Seconds()*coldFill)), want)
 	}
-	want = max(min(want, p.Limit/coldShare), 0)
 	if want > 0 && (a.coldLeases.count.Load() >= a.coldLeases.max || now.Sub(sh.sweptAt) >= a.coldLeases.lease) {
 		// Leases of keys no longer decided are forgotten once a lease
 		// (their deadline passed), so that memory follows the keys decided
@@ -137,6 +157,76 @@ func (a *allowances) spendCold(ctx context.Context, rkb []byte, p limit.Policy, 
 	}
 	ask.want, ask.lease = want, int64(a.coldLeases.lease/time.Microsecond)
 	return limit.Decision{}, false, ask
+}
+
+// coldWant is how many units a cold lease of p should ask for after c
+// (nil for none): at least coldFirst decisions of cost, what c's rate
+// spends in coldFill leases, at most the limit's coldShare.
+func (a *allowances) coldWant(c *coldLease, p limit.Policy, now time.Time, cost int64) int64 {
+	want := coldFirst * max(cost, 1)
+	if c != nil {
+		el := max(now.Sub(c.sent), time.Millisecond)
+		rate := float64(c.granted-c.remaining) / el.Seconds()
+		want = max(int64(math.Ceil(rate*a.coldLeases.lease.Seconds()*coldFill)), want)
+	}
+	return max(min(want, p.Limit/coldShare), 0)
+}
+
+// renewColdEarly starts c's renewal when its units or its time are low
+// (sh locked, a decision just spent from c at now): its remainder is set
+// aside for the call, which gives it back, so that nothing spent meanwhile
+// goes unreported. No slot free, or a lease that may not be renewed,
+// leaves c to run out: its next decision goes one-trip.
+func (a *allowances) renewColdEarly(c *coldLease, now time.Time) {
+	if c.renewing != nil || c.closing != nil || a.closed.Load() ||
+		(c.remaining*4 >= c.granted && c.deadline.Sub(now) >= a.coldLeases.lease/8) {
+		return
+	}
+	want := a.coldWant(c, c.p, now, 1)
+	if want <= 0 {
+		return
+	}
+	select {
+	case a.coldLeases.slots <- struct{}{}:
+	default:
+		return
+	}
+	ask := lendAsk{seq: c.seq, used: c.used, spentAt: a.coldSpentAt(c), held: c.remaining, want: want,
+		lease: int64(a.coldLeases.lease / time.Microsecond)}
+	c.renewing = make(chan struct{})
+	c.remaining, c.used = 0, 0
+	go a.renewCold(c, ask)
+}
+
+// renewCold sends c's early renewal (ask) and installs its answer: c goes
+// on under the new lease, or leaves the store if none was granted.
+func (a *allowances) renewCold(c *coldLease, ask lendAsk) {
+	defer func() { <-a.coldLeases.slots }()
+	sent := a.now()
+	ctx, cancel := context.WithTimeout(context.Background(), max(a.period, time.Second))
+	dec, g, err := a.s.allowFast(ctx, limit.Request{Key: c.key, Policy: c.p}, ask)
+	cancel()
+	a.endedCold(ask, err)
+	a.stats.coldRenewals.Add(1)
+	sh := a.shard(c.rk)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	ch := c.renewing
+	c.renewing = nil
+	defer close(ch)
+	if err == nil && g.granted > 0 {
+		// Closed meanwhile or not, c is in the store: Close waits for the
+		// renewals before it gives the leases back.
+		a.stats.lent.Add(g.granted)
+		c.seq, c.granted, c.remaining, c.used = g.seq, g.granted, g.granted, 0
+		c.deadline = sent.Add(a.coldLeases.lease - max(time.Millisecond, a.coldLeases.lease/1000))
+		c.sent, c.server, c.srvRemain, c.reset = sent, g.now, dec.Remaining, dec.ResetAfter
+		return
+	}
+	if sh.cold[c.rk] == c {
+		delete(sh.cold, c.rk)
+		a.coldLeases.count.Add(-1)
+	}
 }
 
 // coldSpentAt returns a server time at or after c's last spend (-1 when
@@ -248,6 +338,7 @@ func (a *allowances) dropCold(ctx context.Context, rk string) error {
 // A decision on a key meanwhile waits for its lease's give-back, then
 // takes the one-trip path, which finds the units returned.
 func (a *allowances) closeCold(ctx context.Context) error {
+	a.waitColdRenewals()
 	var leases []*coldLease
 	for i := range a.shards {
 		sh := &a.shards[i]
@@ -258,6 +349,17 @@ func (a *allowances) closeCold(ctx context.Context) error {
 		sh.mu.Unlock()
 	}
 	return parallel(len(leases), coldCloseWorkers, func(i int) error { return a.closeOne(ctx, leases[i]) })
+}
+
+// waitColdRenewals waits for the early renewals in flight and lets no
+// other start (the store is closed).
+func (a *allowances) waitColdRenewals() {
+	if a.coldLeases.slots == nil {
+		return
+	}
+	for range cap(a.coldLeases.slots) {
+		a.coldLeases.slots <- struct{}{}
+	}
 }
 
 // closeOne gives c back for Close; spends stop while it does.

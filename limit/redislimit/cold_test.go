@@ -54,9 +54,10 @@ func TestColdLeaseOptions(t *testing.T) {
 
 // TestColdLeaseSpendsLocally: a key far from its limit is lent units along
 // with its first one-trip decision; the next decisions spend them with no
-// call; the decision that finds them spent ends the lease (reporting the
-// spends) and takes a new one in the same call; Close reports the rest. The
-// shared state then holds exactly the decisions made.
+// call; the decision that leaves a quarter starts a renewal beside it,
+// which ends the lease (reporting the spends) and takes a new one in the
+// same call; Close reports the rest. The shared state then holds exactly
+// the decisions made.
 func TestColdLeaseSpendsLocally(t *testing.T) {
 	for _, p := range []limit.Policy{
 		limit.TokenBucket(1000, limit.PerHour(1)).Named("tb"),
@@ -79,11 +80,13 @@ func TestColdLeaseSpendsLocally(t *testing.T) {
 			}
 			st := s.AllowanceStats()
 			t.Logf("%+v", st)
-			// The first lease is 8 units; the one-trip decision that finds
-			// them spent takes the next (sized from the rate: 100/s over
-			// half a minute, capped at an eighth of the limit: 125).
-			if st.Remote != 2 || st.ColdLocal != decisions-2 || st.Lent != 8+125 || st.ColdLeases != 1 {
-				t.Fatalf("stats %+v: want 2 one-trip decisions, %d from cold leases, 133 units lent, 1 lease held", st, decisions-2)
+			// The first lease is 8 units; the decision that leaves 1 starts
+			// the renewal (sized from the rate: 100/s over a minute, capped
+			// at an eighth of the limit: 125), which the next one waits for.
+			if st.Remote != 1 || st.ColdRenewals != 1 || st.ColdLocal != decisions-1 || st.Lent != 8+125 ||
+				st.ColdLeases != 1 {
+				t.Fatalf("stats %+v: want 1 one-trip decision, 1 early renewal, %d from cold leases, 133 units lent, 1 lease held",
+					st, decisions-1)
 			}
 			if st.Commands != 2 {
 				t.Fatalf("%d script calls, want 2", st.Commands)
@@ -97,6 +100,48 @@ func TestColdLeaseSpendsLocally(t *testing.T) {
 			}
 			if got.Remaining != 1000-decisions {
 				t.Fatalf("after Close the state has %d free, want %d (the decisions made, nothing lent)", got.Remaining, 1000-decisions)
+			}
+		})
+	}
+}
+
+// TestColdLeaseRenewsEarly: a key decided steadily on cold leases takes
+// one round trip in a decision, its first: each lease is renewed beside
+// the decision that finds its units or its time low (here its time: a
+// lease holds 1.25 leases' spending), nothing expires, and after Close the
+// state holds exactly the decisions made.
+func TestColdLeaseRenewsEarly(t *testing.T) {
+	for _, p := range []limit.Policy{
+		limit.TokenBucket(100_000, limit.PerHour(1)).Named("tb"),
+		limit.GCRA(limit.PerHour(1), 100_000).Named("gcra"),
+	} {
+		t.Run(p.Name, func(t *testing.T) {
+			clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
+			s := coldStores(t, clock, 1, time.Second, time.Minute)[0]
+			ctx := context.Background()
+			const decisions = 3000 // 10 a second for 5 minutes: 5 leases
+			for i := range decisions {
+				dec, err := s.AllowN(ctx, "k", p, 1)
+				if err != nil || !dec.Allowed {
+					t.Fatalf("decision %d: %+v %v", i, dec, err)
+				}
+				clock.Advance(100 * time.Millisecond)
+			}
+			st := s.AllowanceStats()
+			t.Logf("%+v", st)
+			if st.Remote != 1 || st.ColdLocal != decisions-1 || st.ColdRenewals < 4 || st.Expired != 0 {
+				t.Fatalf("stats %+v: want 1 one-trip decision, %d from cold leases, 4 or more early renewals, nothing expired",
+					st, decisions-1)
+			}
+			if err := s.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			got, err := plainStore(t, clock, s).AllowN(ctx, "k", p, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Remaining != p.Limit-decisions {
+				t.Fatalf("after Close the state has %d free, want %d", got.Remaining, p.Limit-decisions)
 			}
 		})
 	}

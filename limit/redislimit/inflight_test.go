@@ -2,6 +2,7 @@ package redislimit_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -65,5 +66,77 @@ func TestAllowanceSaturatedNoWaitForCallInFlight(t *testing.T) {
 	}
 	if err := <-first; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// renewingCold returns a store (and its clock) whose cold lease on "k" (a token bucket of
+// 1,000 an hour, under p) is being renewed early, 8 decisions made, while
+// its server is paused for pause: the renewal's call is in flight.
+func renewingCold(t *testing.T, pause time.Duration) (*redistest.Server, *limittest.Clock, *redislimit.Store, limit.Policy) {
+	t.Helper()
+	srv := redistest.StartServer(t)
+	clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
+	s, err := redislimit.New(srv.Client(t), redislimit.Options{Prefix: "renewal:", Clock: clock,
+		LocalAllowance: true, AllowanceLease: time.Second, ColdLease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	p := limit.TokenBucket(1000, limit.PerHour(1)).Named("tb")
+	ctx := context.Background()
+	// The first decision (one-trip) is lent 8 units; the next 6 spend 6;
+	// the 8th leaves 1, under a quarter: the renewal starts, with that unit
+	// set aside, and stays in flight while the server is paused.
+	for i := range 8 {
+		if i == 7 {
+			if err := srv.Client(t).Do(ctx, "CLIENT", "PAUSE", strconv.Itoa(int(pause.Milliseconds())), "ALL").Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if d, err := s.AllowN(ctx, "k", p, 1); err != nil || !d.Allowed {
+			t.Fatalf("decision %d: %+v %v", i, d, err)
+		}
+		clock.Advance(10 * time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond) // the renewal's call is sent
+	return srv, clock, s, p
+}
+
+// TestColdLeaseDecisionWaitsForRenewal: a decision on a key whose cold
+// lease is being renewed early (its units set aside for the call) waits
+// for the renewal and spends from the new lease, rather than taking the
+// one-trip path or being refused.
+func TestColdLeaseDecisionWaitsForRenewal(t *testing.T) {
+	_, _, s, p := renewingCold(t, 500*time.Millisecond)
+	start := time.Now()
+	d, err := s.AllowN(context.Background(), "k", p, 1)
+	took := time.Since(start)
+	st := s.AllowanceStats()
+	if err != nil || !d.Allowed || st.Remote != 1 || st.ColdRenewals != 1 {
+		t.Fatalf("%+v %v, stats %+v: want allowed from the renewed lease, 1 one-trip decision, 1 early renewal", d, err, st)
+	}
+	if took < 100*time.Millisecond {
+		t.Fatalf("answered in %v: it did not wait for the renewal (the server was paused for 500ms)", took)
+	}
+}
+
+// TestColdLeaseCloseDuringRenewal: Close waits for an early renewal in
+// flight and gives its new lease back: the state then holds exactly the 8
+// decisions made, nothing lent.
+func TestColdLeaseCloseDuringRenewal(t *testing.T) {
+	srv, clock, s, p := renewingCold(t, 300*time.Millisecond)
+	ctx := context.Background()
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := s.AllowanceStats(); st.ColdRenewals != 1 || st.ColdLeases != 0 {
+		t.Fatalf("stats %+v: want the renewal answered and its lease given back", st)
+	}
+	plain, err := redislimit.New(srv.Client(t), redislimit.Options{Prefix: "renewal:", Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err := plain.AllowN(ctx, "k", p, 0); err != nil || d.Remaining != 1000-8 {
+		t.Fatalf("after Close: %+v %v; want %d free", d, err, 1000-8)
 	}
 }

@@ -137,6 +137,9 @@ func New(client redis.Scripter, opts Options) (*Store, error) {
 		s.lent = newAllowances(s, cmp.Or(opts.AllowanceLease, defaultAllowanceLease),
 			cmp.Or(opts.MaxAllowances, defaultMaxAllowances))
 		s.lent.coldLeases.lease = opts.ColdLease
+		if opts.ColdLease > 0 {
+			s.lent.coldLeases.slots = make(chan struct{}, coldRenewals)
+		}
 		s.lent.coldLeases.max = int64(cmp.Or(opts.MaxColdLeases, defaultMaxColdLeases))
 	}
 	if opts.MaxBatch != 1 && batchable(client) {
