@@ -589,8 +589,8 @@ func statsNote(r *hotRun) string {
 	if local+remote > 0 {
 		share = float64(local) / float64(local+remote)
 	}
-	return fmt.Sprintf("stores: %s of decisions from allowances (%d local, %d of them from cold leases; %d one-trip), %d script calls, %d takes/renewals (%d in the background), units lent %d, returned %d, expired %d",
-		fmtPct(share), local, st["ColdLocal"], remote, st["Commands"], st["Renewals"], st["Background"], st["Lent"], st["Returned"], st["Expired"])
+	return fmt.Sprintf("stores: %s of decisions from allowances (%d local, %d of them from cold leases; %d one-trip), %d script calls, %d takes/renewals (%d in the background), %d cold leases renewed early, units lent %d, returned %d, expired %d",
+		fmtPct(share), local, st["ColdLocal"], remote, st["Commands"], st["Renewals"], st["Background"], st["ColdRenewals"], st["Lent"], st["Returned"], st["Expired"])
 }
 
 func errNote(r *hotRun) string {
