@@ -15,11 +15,15 @@
 -- the limit stays free beyond them; seq, when not 0, is the holder's
 -- earlier lease on the key, which the call ends first: used units spent
 -- under it (at or before spent_at µs; -1: now) are charged, the rest given
--- back. want 0 and seq 0: a plain decision.
+-- back. A negative seq extends that lease instead (an early renewal): the
+-- spends are charged, the rest stays lent (the holder goes on spending it)
+-- and the lease takes the new units and end, or, when none are granted,
+-- keeps its old end and seq. want 0 and seq 0: a plain decision.
 -- A key listed twice sees the first decision's effect. The answer is one
 -- string, "allowed reason remaining retry_us reset_us granted seq now" per
--- decision (granted units lent under the new lease seq; now the server's
--- µs). Commands: one MGET, one TIME when a decision asks for the server's
+-- decision (granted units lent under the new lease seq, or, when an
+-- extended lease is kept without new units, its old seq, and 0 when the
+-- state did not hold it; now the server's µs). Commands: one MGET, one TIME when a decision asks for the server's
 -- clock, one SET per key that changed.
 
 local spec = {}
@@ -117,7 +121,7 @@ for i = 1, #KEYS do
     states[key] = st
   end
   local allowed, reason, remaining, retry, reset = 0, 0, 0, 0, 0
-  local granted, newseq = 0, 0
+  local granted, newseq, carry = 0, 0, nil
 
   if alg == 3 then
     local a, b = st.a, st.b
@@ -146,24 +150,38 @@ for i = 1, #KEYS do
     -- Token bucket (alg 1: a = debt, b = its time) and GCRA (alg 2: a =
     -- TAT, b = its fraction): both reduce to a debt d in units, a token
     -- weighing p units.
+    local extend = seq < 0
+    if extend then seq = -seq end
     if seq > 0 then
       -- The holder's earlier lease ends: its spends are charged, the rest
-      -- given back. A lease the state does not hold (it ended, or Redis
-      -- restarted empty) has its reported spends charged all the same: a
-      -- loss at worst, never an over-admission.
+      -- given back (or, extended, kept lent as carry). A lease the state
+      -- does not hold (it ended, or Redis restarted empty) has its reported
+      -- spends charged all the same: a loss at worst, never an
+      -- over-admission.
       local t = now
       if spent_at >= 0 and spent_at < now then t = spent_at end
       local kept, found = {}, false
       for _, it in ipairs(st.ledger) do
         if not found and it.h == holder and it.s == seq then
           found = true
-          charge(alg, st, math.min(used, it.amt), t, n, p)
-          st.lent = st.lent - it.amt
+          local u = math.min(used, it.amt)
+          charge(alg, st, u, t, n, p)
+          st.lent = st.lent - u
+          if extend then
+            carry = {h = holder, amt = it.amt - u, e = it.e, s = it.s}
+          else
+            st.lent = st.lent - (it.amt - u)
+          end
         else
           kept[#kept + 1] = it
         end
       end
-      if not found then charge(alg, st, used, t, n, p) end
+      if not found then
+        charge(alg, st, used, t, n, p)
+        -- The holder went on spending what it held: it is told (seq 0)
+        -- that the lease is gone, not lent anew under it.
+        if extend then want = 0 end
+      end
       st.ledger, st.dirty = kept, true
     end
     local a, b = st.a, st.b
@@ -206,11 +224,19 @@ for i = 1, #KEYS do
         for _, it in ipairs(st.ledger) do
           if it.s >= newseq then newseq = it.s + 1 end
         end
-        st.ledger[#st.ledger + 1] = {h = holder, amt = want, e = now + lease, s = newseq}
+        local amt = want
+        if carry then amt, carry = amt + carry.amt, nil end
+        st.ledger[#st.ledger + 1] = {h = holder, amt = amt, e = now + lease, s = newseq}
         st.lent, st.dirty = st.lent + want, true
         granted, lent = want, lent + want * p
         remaining = remaining - want
       end
+    end
+    if carry then
+      -- Extended without new units: the lease goes on as it was, less
+      -- what was charged.
+      st.ledger[#st.ledger + 1] = carry
+      newseq, carry = carry.s, nil
     end
     if d + lent > 0 then reset = idiv(d + lent + n - 1, n) end
     if allowed == 1 and cost > 0 then

@@ -15,10 +15,12 @@ import (
 // decisions on it at this store spend them without a call. When they run
 // low (a quarter left, or an eighth of the lease), the decision that finds
 // them so starts a renewal beside it: a goroutine's cost-0 one-trip call
-// that ends the lease (charging what was spent, giving back the rest) and
-// lends again, sized from the rate the lease saw; decisions on the key wait
-// for it meanwhile. A lease spent before then (no renewal slot free, or a
-// burst) sends the next decision one-trip, carrying the same end and lend.
+// that extends the lease (charging what was spent; the rest stays lent and
+// the store goes on spending it) with more units, sized from the rate the
+// lease saw, and a new end. A decision waits for it only if the rest runs
+// out meanwhile. A lease spent without one (no renewal slot free, or a
+// burst) sends the next decision one-trip, which ends the lease (the rest
+// given back) and lends again.
 // Spends are reported only then, at Close, or never: a lease that ends in
 // Redis is charged in full at its end, which admits less, never more. Cold
 // leases live beside the hot allowances, not in the renewal goroutine's
@@ -41,7 +43,7 @@ const (
 	// lends only while half the limit stays free beyond it.
 	coldShare = 8
 	// coldRenewals bounds the early renewals in flight at once.
-	coldRenewals = 64
+	coldRenewals = 512
 )
 
 // lendAsk is the lend carried by a one-trip decision of allow.lua.
@@ -64,6 +66,7 @@ type coldLease struct {
 	rk, key   string
 	closing   chan struct{} // closed once Close has given the lease back
 	renewing  chan struct{} // closed once the early renewal in flight is answered
+	renewAt   time.Time     // no early renewal before it
 	seq       int64
 	granted   int64
 	remaining int64
@@ -94,8 +97,9 @@ func (a *allowances) spendCold(ctx context.Context, rkb []byte, p limit.Policy, 
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	c := sh.cold[string(rkb)]
-	for c != nil && c.renewing != nil {
-		// Its renewal brings the units (or ends the lease) in a round trip.
+	for c != nil && c.renewing != nil && (c.remaining < cost || !now.Before(c.deadline)) {
+		// Its renewal brings units and time (or ends the lease) in a round
+		// trip; ending the lease here as well would race with it.
 		ch := c.renewing
 		sh.mu.Unlock()
 		select {
@@ -173,12 +177,12 @@ func (a *allowances) coldWant(c *coldLease, p limit.Policy, now time.Time, cost 
 }
 
 // renewColdEarly starts c's renewal when its units or its time are low
-// (sh locked, a decision just spent from c at now): its remainder is set
-// aside for the call, which gives it back, so that nothing spent meanwhile
-// goes unreported. No slot free, or a lease that may not be renewed,
-// leaves c to run out: its next decision goes one-trip.
+// (sh locked, a decision just spent from c at now). The call extends the
+// lease, so c goes on spending what it holds; the spends reported are
+// those made before the call. No slot free, or a lease that may not be
+// renewed, leaves c to run out: its next decision goes one-trip.
 func (a *allowances) renewColdEarly(c *coldLease, now time.Time) {
-	if c.renewing != nil || c.closing != nil || a.closed.Load() ||
+	if c.renewing != nil || c.closing != nil || a.closed.Load() || now.Before(c.renewAt) ||
 		(c.remaining*4 >= c.granted && c.deadline.Sub(now) >= a.coldLeases.lease/8) {
 		return
 	}
@@ -191,22 +195,22 @@ func (a *allowances) renewColdEarly(c *coldLease, now time.Time) {
 	default:
 		return
 	}
-	ask := lendAsk{seq: c.seq, used: c.used, spentAt: a.coldSpentAt(c), held: c.remaining, want: want,
+	ask := lendAsk{seq: -c.seq, used: c.used, spentAt: a.coldSpentAt(c), want: want,
 		lease: int64(a.coldLeases.lease / time.Microsecond)}
 	c.renewing = make(chan struct{})
-	c.remaining, c.used = 0, 0
 	go a.renewCold(c, ask)
 }
 
-// renewCold sends c's early renewal (ask) and installs its answer: c goes
-// on under the new lease, or leaves the store if none was granted.
+// renewCold sends c's early renewal (ask) and takes in its answer: the
+// lease goes on with more units and a new end, or as it was, or, when the
+// state no longer held it (Redis restarted empty, say), c leaves the store
+// with what it held.
 func (a *allowances) renewCold(c *coldLease, ask lendAsk) {
 	defer func() { <-a.coldLeases.slots }()
 	sent := a.now()
 	ctx, cancel := context.WithTimeout(context.Background(), max(a.period, time.Second))
 	dec, g, err := a.s.allowFast(ctx, limit.Request{Key: c.key, Policy: c.p}, ask)
 	cancel()
-	a.endedCold(ask, err)
 	a.stats.coldRenewals.Add(1)
 	sh := a.shard(c.rk)
 	sh.mu.Lock()
@@ -214,18 +218,29 @@ func (a *allowances) renewCold(c *coldLease, ask lendAsk) {
 	ch := c.renewing
 	c.renewing = nil
 	defer close(ch)
-	if err == nil && g.granted > 0 {
-		// Closed meanwhile or not, c is in the store: Close waits for the
-		// renewals before it gives the leases back.
+	switch {
+	case err != nil:
+		// The spends are reported again by a later call (charged twice if
+		// this one was applied: a loss, never an over-admission).
+		c.renewAt = sent.Add(a.coldLeases.lease / 16)
+	case g.seq == 0:
+		a.stats.expired.Add(c.remaining)
+		c.remaining = 0
+		if sh.cold[c.rk] == c {
+			delete(sh.cold, c.rk)
+			a.coldLeases.count.Add(-1)
+		}
+	case g.granted == 0:
+		// Kept as it was (the key is nearer its limit): spend it out.
+		c.used -= ask.used
+		c.renewAt = sent.Add(a.coldLeases.lease / 16)
+	default:
 		a.stats.lent.Add(g.granted)
-		c.seq, c.granted, c.remaining, c.used = g.seq, g.granted, g.granted, 0
+		c.used -= ask.used
+		c.seq, c.remaining = g.seq, c.remaining+g.granted
+		c.granted = c.remaining
 		c.deadline = sent.Add(a.coldLeases.lease - max(time.Millisecond, a.coldLeases.lease/1000))
 		c.sent, c.server, c.srvRemain, c.reset = sent, g.now, dec.Remaining, dec.ResetAfter
-		return
-	}
-	if sh.cold[c.rk] == c {
-		delete(sh.cold, c.rk)
-		a.coldLeases.count.Add(-1)
 	}
 }
 
@@ -323,6 +338,18 @@ func (a *allowances) dropCold(ctx context.Context, rk string) error {
 	sh := a.shard(rk)
 	sh.mu.Lock()
 	c := sh.cold[rk]
+	for c != nil && c.renewing != nil {
+		// Ended after its renewal, which may change its seq.
+		ch := c.renewing
+		sh.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		sh.mu.Lock()
+		c = sh.cold[rk]
+	}
 	if c != nil {
 		delete(sh.cold, rk)
 		a.coldLeases.count.Add(-1)

@@ -125,6 +125,11 @@ func TestColdLeaseRenewsEarly(t *testing.T) {
 				if err != nil || !dec.Allowed {
 					t.Fatalf("decision %d: %+v %v", i, dec, err)
 				}
+				// The renewal's call is answered before the clock moves on
+				// (it would take milliseconds, not the 100 ms of a step).
+				for s.ColdRenewalsInFlightForTest() > 0 {
+					time.Sleep(50 * time.Microsecond)
+				}
 				clock.Advance(100 * time.Millisecond)
 			}
 			st := s.AllowanceStats()
@@ -142,6 +147,68 @@ func TestColdLeaseRenewsEarly(t *testing.T) {
 			}
 			if got.Remaining != p.Limit-decisions {
 				t.Fatalf("after Close the state has %d free, want %d", got.Remaining, p.Limit-decisions)
+			}
+		})
+	}
+}
+
+// TestColdLeaseKeptWhenNotExtended: an early renewal on a key that has
+// come near its limit is granted nothing; the lease goes on as it was, and
+// what the store still holds of it stays lent in Redis: the store spends
+// it, another store gets the rest of the limit and no more.
+func TestColdLeaseKeptWhenNotExtended(t *testing.T) {
+	for _, p := range []limit.Policy{
+		limit.TokenBucket(64, limit.PerHour(1)).Named("tb"),
+		limit.GCRA(limit.PerHour(1), 64).Named("gcra"),
+	} {
+		t.Run(p.Name, func(t *testing.T) {
+			clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
+			s := coldStores(t, clock, 1, time.Second, time.Minute)[0]
+			other := plainStore(t, clock, s)
+			ctx := context.Background()
+			allow := func(st *redislimit.Store, cost int64) bool {
+				t.Helper()
+				d, err := st.AllowN(ctx, "k", p, cost)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return d.Allowed
+			}
+			if !allow(s, 1) || !allow(other, 30) { // s is lent 8 along
+				t.Fatal("the first decisions were refused")
+			}
+			for range 7 { // the last leaves 1 of 8: the renewal starts
+				if !allow(s, 1) {
+					t.Fatal("refused from the cold lease")
+				}
+				clock.Advance(10 * time.Millisecond)
+			}
+			for s.ColdRenewalsInFlightForTest() > 0 {
+				time.Sleep(50 * time.Microsecond)
+			}
+			// 64 - 1 - 30 - 7 - 1 held = 25 free: less than half the
+			// limit beyond a new lease, so the renewal granted nothing.
+			if st := s.AllowanceStats(); st.ColdRenewals != 1 || st.Lent != 8 || st.ColdLeases != 1 {
+				t.Fatalf("stats %+v: want 1 renewal granting nothing, the lease kept", st)
+			}
+			if !allow(s, 1) {
+				t.Fatal("the unit still held was refused")
+			}
+			got := int64(0)
+			for allow(other, 1) {
+				got++
+			}
+			if got != 25 {
+				t.Fatalf("the other store got %d units, want 25 (64 - 30 - 9)", got)
+			}
+			if allow(s, 1) {
+				t.Fatal("the store admitted past its lease with the key at its limit")
+			}
+			if err := s.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if d, err := other.AllowN(ctx, "k", p, 0); err != nil || d.Remaining != 0 {
+				t.Fatalf("after Close: %+v %v; want 0 free", d, err)
 			}
 		})
 	}

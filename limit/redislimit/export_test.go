@@ -83,3 +83,7 @@ func (s *Store) HeldForTest() (keys int, units int64) {
 
 // SetGiveBackHookForTest sets the hook Close runs before its give-backs.
 func SetGiveBackHookForTest(f func()) { testHookGiveBack = f }
+
+// ColdRenewalsInFlightForTest is how many early renewals of cold leases
+// are in flight.
+func (s *Store) ColdRenewalsInFlightForTest() int { return len(s.lent.coldLeases.slots) }

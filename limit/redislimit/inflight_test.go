@@ -85,8 +85,8 @@ func renewingCold(t *testing.T, pause time.Duration) (*redistest.Server, *limitt
 	p := limit.TokenBucket(1000, limit.PerHour(1)).Named("tb")
 	ctx := context.Background()
 	// The first decision (one-trip) is lent 8 units; the next 6 spend 6;
-	// the 8th leaves 1, under a quarter: the renewal starts, with that unit
-	// set aside, and stays in flight while the server is paused.
+	// the 8th leaves 1, under a quarter: the renewal starts and stays in
+	// flight while the server is paused.
 	for i := range 8 {
 		if i == 7 {
 			if err := srv.Client(t).Do(ctx, "CLIENT", "PAUSE", strconv.Itoa(int(pause.Milliseconds())), "ALL").Err(); err != nil {
@@ -102,18 +102,26 @@ func renewingCold(t *testing.T, pause time.Duration) (*redistest.Server, *limitt
 	return srv, clock, s, p
 }
 
-// TestColdLeaseDecisionWaitsForRenewal: a decision on a key whose cold
-// lease is being renewed early (its units set aside for the call) waits
-// for the renewal and spends from the new lease, rather than taking the
-// one-trip path or being refused.
+// TestColdLeaseDecisionWaitsForRenewal: while a cold lease is being
+// renewed early, decisions on the key go on spending what it holds, with
+// no call; the one that finds it spent waits for the renewal and spends
+// from the new units, rather than taking the one-trip path or being
+// refused.
 func TestColdLeaseDecisionWaitsForRenewal(t *testing.T) {
 	_, _, s, p := renewingCold(t, 500*time.Millisecond)
+	ctx := context.Background()
 	start := time.Now()
-	d, err := s.AllowN(context.Background(), "k", p, 1)
+	d, err := s.AllowN(ctx, "k", p, 1)
 	took := time.Since(start)
+	if err != nil || !d.Allowed || took > 100*time.Millisecond {
+		t.Fatalf("%+v %v after %v: want the lease's last unit spent at once", d, err, took)
+	}
+	start = time.Now()
+	d, err = s.AllowN(ctx, "k", p, 1)
+	took = time.Since(start)
 	st := s.AllowanceStats()
-	if err != nil || !d.Allowed || st.Remote != 1 || st.ColdRenewals != 1 {
-		t.Fatalf("%+v %v, stats %+v: want allowed from the renewed lease, 1 one-trip decision, 1 early renewal", d, err, st)
+	if err != nil || !d.Allowed || st.Remote != 1 || st.ColdRenewals != 1 || st.ColdLocal != 9 {
+		t.Fatalf("%+v %v, stats %+v: want allowed from the renewed lease, 1 one-trip decision, 1 early renewal, 9 local", d, err, st)
 	}
 	if took < 100*time.Millisecond {
 		t.Fatalf("answered in %v: it did not wait for the renewal (the server was paused for 500ms)", took)
