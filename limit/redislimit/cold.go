@@ -42,7 +42,8 @@ const (
 	// coldShare caps a cold lease at this fraction of the limit; allow.lua
 	// lends only while half the limit stays free beyond it.
 	coldShare = 8
-	// coldRenewals bounds the early renewals in flight at once.
+	// coldRenewals bounds the early renewals in flight at once (a
+	// goroutine each).
 	coldRenewals = 512
 )
 

@@ -42,8 +42,8 @@
 // limit free takes a few units along (at most an eighth of the limit), in
 // the same script call, for that long; later decisions on the key at this
 // store spend them without a call, and the decision that finds them low
-// starts a renewal beside it, which reports what was spent and takes more,
-// again in one call. Together the
+// starts a renewal beside it, which reports what was spent and extends the
+// lease with more units, again in one call. Together the
 // stores hold at most half of a key's limit in cold leases. What they hold
 // unspent is lost to the key until it is given back or the lease ends.
 //
