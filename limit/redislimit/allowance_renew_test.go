@@ -191,13 +191,7 @@ func TestAllowanceKeepsOneTripRetry(t *testing.T) {
 	} {
 		t.Run(tc.p.Name, func(t *testing.T) {
 			clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
-			c := connect(t)
-			s, err := redislimit.New(c, redislimit.Options{Prefix: testPrefix(t, c), Clock: clock,
-				LocalAllowance: true, AllowanceLease: lease})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close(context.Background())
+			s := leasedStores(t, clock, 1, lease)[0]
 			ctx := context.Background()
 			allow := func(cost int64) limit.Decision {
 				t.Helper()
