@@ -456,7 +456,9 @@ func (a *allowances) askAt(r *allowance, now time.Time) time.Time {
 }
 
 // refuse counts a decision of cost refused here on r (held locked), to be
-// retried after retry.
+// retried after retry. With promise, that time is one r keeps (see askAt);
+// the in-flight refusal's is a lower bound, as a one-trip denial's on a
+// full bucket, and is not kept.
 func (a *allowances) refuse(r *allowance, cost int64, retry time.Duration, promise bool) limit.Decision {
 	r.demand += cost
 	if promise {

@@ -98,7 +98,6 @@ func renewingCold(t *testing.T, pause time.Duration) (*redistest.Server, *limitt
 		}
 		clock.Advance(10 * time.Millisecond)
 	}
-	time.Sleep(50 * time.Millisecond) // the renewal's call is sent
 	return srv, clock, s, p
 }
 
