@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"runtime/pprof"
+	"runtime/trace"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -34,7 +35,9 @@ const hotChildArg = "--hotkeys-child"
 const (
 	modeOff    = "off"    // redislimit, one round trip per decision (today's path)
 	modeOn     = "on"     // redislimit with Options.LocalAllowance
-	modeMemory = "memory" // limit.Memory in this process
+	modeMemory = "memory" // limit.Memory in each worker: the local store at each instance
+	// modeMemoryOne is limit.Memory in one worker that runs every caller.
+	modeMemoryOne = "memory-one"
 	// modeBroken admits every request: a store that ignores its limits,
 	// with which the tests prove that the exactness check fails a run.
 	modeBroken = "broken"
@@ -92,6 +95,10 @@ type hotResult struct {
 	CloseError string           `json:"close_error,omitempty"` // Store.Close
 	StoreStats map[string]int64 `json:"store_stats,omitempty"` // the store's AllowanceStats, measured time
 	CPUSeconds float64          `json:"cpu_seconds"`           // this process, measured time
+	// Preempted counts the times the kernel took a CPU from this process's
+	// threads (involuntary context switches) in the measured time: each can
+	// stretch the decision that thread was making by a time slice.
+	Preempted int64 `json:"preempted"`
 }
 
 // Latency histogram: 32 buckets per power of two of nanoseconds.
@@ -196,7 +203,7 @@ func hotWork(cfg hotConfig) (*hotResult, error) {
 	var closeStore func() error
 	var client *redis.Client
 	switch cfg.Mode {
-	case modeMemory:
+	case modeMemory, modeMemoryOne:
 		m, err := limit.NewMemory(limit.MemoryOptions{})
 		if err != nil {
 			return nil, err
@@ -249,16 +256,17 @@ func hotWork(cfg hotConfig) (*hotResult, error) {
 	end := from.Add(cfg.Measure)
 	cold := make([]atomic.Int64, cfg.Keys)
 	var cpu [2]float64 // at from and at end
+	var preempt [2]int64
 	var storeDelta map[string]int64
 	cpuDone := make(chan struct{})
 	go func() {
 		defer close(cpuDone)
 		time.Sleep(time.Until(from))
 		stopProfile := startProfile(cfg)
-		cpu[0], _ = procCPU()
+		cpu[0], preempt[0], _ = procCPU()
 		st0 := storeStats(store)
 		time.Sleep(time.Until(end))
-		cpu[1], _ = procCPU()
+		cpu[1], preempt[1], _ = procCPU()
 		st1 := storeStats(store)
 		stopProfile()
 		for k, v := range st1 {
@@ -350,6 +358,7 @@ func hotWork(cfg hotConfig) (*hotResult, error) {
 	}
 	<-cpuDone
 	res.CPUSeconds = cpu[1] - cpu[0]
+	res.Preempted = preempt[1] - preempt[0]
 	res.StoreStats = storeDelta
 	for _, cc := range counts {
 		res.Decisions += cc.decisions
@@ -407,8 +416,13 @@ func storeStats(store limit.Store) map[string]int64 {
 
 // startProfile writes a CPU profile of the measured time to the directory
 // HOTKEYS_CPUPROFILE names, if set, as <algorithm>-<mode>-<seed>.pprof
-// (read with go tool pprof).
+// (read with go tool pprof), and an execution trace of its first second to
+// the directory HOTKEYS_TRACE names, if set, as <algorithm>-<mode>-<seed>.trace
+// (go tool trace; -pprof=sched shows where decisions waited to run).
 func startProfile(cfg hotConfig) (stop func()) {
+	if dir := os.Getenv("HOTKEYS_TRACE"); dir != "" {
+		startTrace(filepath.Join(dir, fmt.Sprintf("%s-%s-%d.trace", cfg.Algorithm, cfg.Mode, cfg.Seed)), time.Second)
+	}
 	dir := os.Getenv("HOTKEYS_CPUPROFILE")
 	if dir == "" {
 		return func() {}
@@ -429,13 +443,34 @@ func startProfile(cfg hotConfig) (stop func()) {
 	}
 }
 
-// procCPU is this process's user and system CPU time in seconds.
-func procCPU() (float64, error) {
+// startTrace writes an execution trace of the next d to path, stopping it
+// on a goroutine of its own.
+func startTrace(path string, d time.Duration) {
+	f, err := os.Create(path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "hotkeys worker: trace:", err)
+		return
+	}
+	if err := trace.Start(f); err != nil {
+		f.Close()
+		fmt.Fprintln(os.Stderr, "hotkeys worker: trace:", err)
+		return
+	}
+	go func() {
+		time.Sleep(d)
+		trace.Stop()
+		f.Close()
+	}()
+}
+
+// procCPU is this process's user and system CPU time in seconds, and its
+// involuntary context switches so far.
+func procCPU() (float64, int64, error) {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds(), nil
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds(), int64(ru.Nivcsw), nil
 }
 
 // admitAll is modeBroken's store.

@@ -138,7 +138,7 @@ func TestOverAdmissionFailsTheScenario(t *testing.T) {
 		errors   int
 	}{{10, 0}, {11, 1}} {
 		b := &bench{opts: options{quick: true}, rep: newReport(options{quick: true}), log: io.Discard}
-		runs := map[string]*hotRun{modeOff: run(modeOff, 10), modeOn: run(modeOn, tc.admitted), modeMemory: run(modeMemory, 10)}
+		runs := map[string]*hotRun{modeOff: run(modeOff, 10), modeOn: run(modeOn, tc.admitted), modeMemory: run(modeMemory, 10), modeMemoryOne: run(modeMemoryOne, 10)}
 		b.hotRows(hp, limit.TokenBucketAlgorithm, cfg, runs, runs[modeOff])
 		if got := b.rep.errors(); got != tc.errors {
 			t.Errorf("%d admitted in 50 ms under a limit of 10: %d error rows, want %d", tc.admitted, got, tc.errors)

@@ -104,6 +104,21 @@ func TestAllowanceGoroutineEndsWhenCold(t *testing.T) {
 	if st := s.AllowanceStats(); st.Returned == 0 || st.Expired != 0 {
 		t.Fatalf("stats: %+v; want the remainder returned, nothing expired", st)
 	}
+	// Busy again: the key is lent again, and its decisions are local.
+	warm(t, clock, []*redislimit.Store{s}, "k", p, lease)
+	before := s.AllowanceStats()
+	for range 5 {
+		if d, err := s.AllowN(context.Background(), "k", p, 1); err != nil || !d.Allowed {
+			t.Fatalf("%+v %v", d, err)
+		}
+	}
+	if keys, _ := s.HeldForTest(); keys != 1 {
+		t.Fatalf("held %d keys after the key warmed again, want 1", keys)
+	}
+	if st := s.AllowanceStats(); st.Local-before.Local < 4 {
+		t.Fatalf("%d of 5 decisions local after the key warmed again: %+v", st.Local-before.Local, st)
+	}
+	_ = s.Close(context.Background())
 }
 
 // TestAllowanceHotRetryNeverEarly walks random costs on a key held in an

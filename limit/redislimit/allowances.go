@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base32"
+	"maps"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -108,6 +109,11 @@ type allowances struct {
 type allowShard struct {
 	mu   sync.Mutex
 	recs map[string]*allowance // by Redis key
+	// hot is a copy of recs that decisions read without mu: replaced
+	// (under mu) whenever recs changes, never written after, so that a
+	// hot key's decisions do not queue on the shard's lock behind one
+	// another and every other key of the shard.
+	hot  atomic.Pointer[map[string]*allowance]
 	heat map[string]heat       // keys without a record
 	cold map[string]*coldLease // cold leases (Options.ColdLease), by Redis key
 	// sweptAt is when cold was last rid of leases past their deadline.
@@ -153,6 +159,16 @@ type allowance struct {
 	flight    chan struct{} // closed when the call in flight is answered
 	short     bool          // the last answer granted less than asked for
 	nudged    bool
+}
+
+// publish replaces sh.hot by a copy of sh.recs (sh.mu held).
+func (sh *allowShard) publish() {
+	if len(sh.recs) == 0 {
+		sh.hot.Store(nil)
+		return
+	}
+	m := maps.Clone(sh.recs)
+	sh.hot.Store(&m)
 }
 
 func newAllowances(s *Store, lease time.Duration, max int) *allowances {
@@ -217,6 +233,11 @@ func shardOf[K string | []byte](a *allowances, rk K) *allowShard {
 // or unreachable server, never make a key hot.
 func (a *allowances) get(rkb []byte, key string, p limit.Policy) *allowance {
 	sh := shardOf(a, rkb)
+	if m := sh.hot.Load(); m != nil {
+		if r := (*m)[string(rkb)]; r != nil {
+			return r
+		}
+	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if r := sh.recs[string(rkb)]; r != nil {
@@ -251,6 +272,7 @@ func (a *allowances) get(rkb []byte, key string, p limit.Policy) *allowance {
 		r.promised, r.refused = at, h.retryCost
 	}
 	sh.recs[rk] = r
+	sh.publish()
 	a.count.Add(1)
 	a.start()
 	return r
@@ -737,6 +759,7 @@ func (a *allowances) remove(r *allowance) bool {
 		return false
 	}
 	delete(sh.recs, r.rk)
+	sh.publish()
 	a.count.Add(-1)
 	return true
 }
@@ -752,6 +775,7 @@ func (a *allowances) drop(ctx context.Context, rk string) error {
 	r := sh.recs[rk]
 	if r != nil {
 		delete(sh.recs, rk)
+		sh.publish()
 		a.count.Add(-1)
 	}
 	sh.mu.Unlock()
@@ -845,6 +869,7 @@ func (a *allowances) close(ctx context.Context) error {
 			sh := &a.shards[i]
 			sh.mu.Lock()
 			clear(sh.recs)
+			sh.publish()
 			sh.mu.Unlock()
 		}
 		a.count.Store(0)
@@ -907,6 +932,7 @@ func (a *allowances) kill() (held int64) {
 			r.mu.Unlock()
 		}
 		clear(sh.recs)
+		sh.publish()
 		for _, c := range sh.cold {
 			held += c.remaining
 		}

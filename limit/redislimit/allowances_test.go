@@ -2,6 +2,7 @@ package redislimit_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -288,4 +289,86 @@ func TestAllowanceSizedInCostUnits(t *testing.T) {
 	if n := calls.n.Load(); n > decisions/10 {
 		t.Fatalf("%d script calls for %d decisions of cost 1000 on a hot key: the allowance holds about one decision", n, decisions)
 	}
+}
+
+// TestAllowanceDecisionsSkipShardLock: a key's allowance is found without
+// its shard's lock, which every other key of the shard, and every new or
+// cold key, takes: with the lock held, decisions on the held key go on
+// (from its allowance), and one on a key of the same shard that has none
+// waits until the lock is let go.
+func TestAllowanceDecisionsSkipShardLock(t *testing.T) {
+	ctx := context.Background()
+	clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
+	lease := time.Second
+	s := leasedStores(t, clock, 1, lease)[0]
+	p := limit.TokenBucket(1000, limit.PerSecond(1000))
+	warm(t, clock, []*redislimit.Store{s}, "hot", p, lease)
+	if dec, err := s.AllowN(ctx, "hot", p, 1); err != nil || !dec.Allowed {
+		t.Fatalf("first decision on the hot key: %+v, %v", dec, err)
+	}
+	if keys, units := s.HeldForTest(); keys != 1 || units == 0 {
+		t.Fatalf("after warming: %d allowances holding %d units, want 1 holding some", keys, units)
+	}
+	before := s.AllowanceStats()
+	unlock := s.LockShardForTest("hot", p)
+	done := make(chan error, 1)
+	go func() {
+		for range 10 {
+			dec, err := s.AllowN(ctx, "hot", p, 1)
+			if err == nil && !dec.Allowed {
+				err = fmt.Errorf("refused: %+v", dec)
+			}
+			if err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			unlock()
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		unlock()
+		t.Fatal("decisions on a key with an allowance waited for its shard's lock")
+	}
+	if got := s.AllowanceStats().Local - before.Local; got != 10 {
+		unlock()
+		t.Fatalf("%d decisions answered from the allowance, want 10", got)
+	}
+	// A cold key of the same shard: its decision needs the lock.
+	other := sameShardKey(t, s, "hot", p)
+	coldDone := make(chan error, 1)
+	go func() {
+		_, err := s.AllowN(ctx, other, p, 1)
+		coldDone <- err
+	}()
+	select {
+	case err := <-coldDone:
+		unlock()
+		t.Fatalf("a key without an allowance was decided with its shard locked (err %v): the test does not lock what decisions use", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	unlock()
+	if err := <-coldDone; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// sameShardKey returns a key other than key whose allowance would be in
+// the same shard.
+func sameShardKey(t *testing.T, s *redislimit.Store, key string, p limit.Policy) string {
+	t.Helper()
+	want := s.ShardForTest(key, p)
+	for i := range 1 << 20 {
+		k := fmt.Sprintf("other-%d", i)
+		if s.ShardForTest(k, p) == want {
+			return k
+		}
+	}
+	t.Fatal("no key in the same shard")
+	return ""
 }

@@ -87,3 +87,22 @@ func SetGiveBackHookForTest(f func()) { testHookGiveBack = f }
 // ColdRenewalsInFlightForTest is how many early renewals of cold leases
 // are in flight.
 func (s *Store) ColdRenewalsInFlightForTest() int { return len(s.lent.coldLeases.slots) }
+
+// LockShardForTest locks the shard of key (under p) that holds its
+// allowance, heat and cold lease, and returns its unlock.
+func (s *Store) LockShardForTest(key string, p limit.Policy) (unlock func()) {
+	sh := s.lent.shard(s.Key(key, p))
+	sh.mu.Lock()
+	return sh.mu.Unlock
+}
+
+// ShardForTest returns the index of the shard of key under p.
+func (s *Store) ShardForTest(key string, p limit.Policy) int {
+	sh := s.lent.shard(s.Key(key, p))
+	for i := range s.lent.shards {
+		if &s.lent.shards[i] == sh {
+			return i
+		}
+	}
+	return -1
+}
