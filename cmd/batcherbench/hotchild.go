@@ -11,9 +11,11 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"runtime/pprof"
 	"runtime/trace"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -416,7 +418,8 @@ func storeStats(store limit.Store) map[string]int64 {
 
 // startProfile writes a CPU profile of the measured time to the directory
 // HOTKEYS_CPUPROFILE names, if set, as <algorithm>-<mode>-<seed>.pprof
-// (read with go tool pprof), and an execution trace of its first second to
+// (read with go tool pprof) with the lock contention of that time beside it
+// (<algorithm>-<mode>-<seed>.mutex.pprof), and an execution trace of its first second to
 // the directory HOTKEYS_TRACE names, if set, as <algorithm>-<mode>-<seed>.trace
 // (go tool trace; -pprof=sched shows where decisions waited to run).
 func startProfile(cfg hotConfig) (stop func()) {
@@ -437,9 +440,16 @@ func startProfile(cfg hotConfig) (stop func()) {
 		fmt.Fprintln(os.Stderr, "hotkeys worker: profile:", err)
 		return func() {}
 	}
+	runtime.SetMutexProfileFraction(10)
 	return func() {
 		pprof.StopCPUProfile()
 		f.Close()
+		// Where the locks that made decisions wait were let go: one in
+		// ten such waits sampled, over the measured time.
+		if m, err := os.Create(strings.TrimSuffix(f.Name(), ".pprof") + ".mutex.pprof"); err == nil {
+			_ = pprof.Lookup("mutex").WriteTo(m, 0)
+			m.Close()
+		}
 	}
 }
 

@@ -27,7 +27,7 @@ const (
 	warmPeriods           = 4     // busy periods in a row before a key is lent
 	maxHeat               = 65536 // keys whose heat is tracked at once
 	defaultMaxAllowances  = 4096
-	shardCount            = 32
+	shardCount            = 256
 	nudgeQueue            = 1024
 	closeWorkers          = 8
 )
@@ -233,13 +233,24 @@ func shardOf[K string | []byte](a *allowances, rk K) *allowShard {
 // or unreachable server, never make a key hot.
 func (a *allowances) get(rkb []byte, key string, p limit.Policy) *allowance {
 	sh := shardOf(a, rkb)
-	if m := sh.hot.Load(); m != nil {
-		if r := (*m)[string(rkb)]; r != nil {
-			return r
-		}
+	if r := sh.held(rkb); r != nil {
+		return r
 	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	return a.getLocked(sh, rkb, key, p)
+}
+
+// held returns the allowance of rkb, if any, without sh.mu.
+func (sh *allowShard) held(rkb []byte) *allowance {
+	if m := sh.hot.Load(); m != nil {
+		return (*m)[string(rkb)]
+	}
+	return nil
+}
+
+// getLocked is get with sh.mu held.
+func (a *allowances) getLocked(sh *allowShard, rkb []byte, key string, p limit.Policy) *allowance {
 	if r := sh.recs[string(rkb)]; r != nil {
 		return r
 	}

@@ -89,14 +89,30 @@ type coldState struct {
 	slots chan struct{}
 }
 
-// spendCold decides cost from the cold lease of rk, if it has the units
+// getOrSpendCold is get and, when the key has no allowance, spendColdLocked,
+// under one hold of the shard's lock: a decision on a cold key takes it
+// once.
+func (a *allowances) getOrSpendCold(ctx context.Context, rkb []byte, key string, p limit.Policy, cost int64) (r *allowance, dec limit.Decision, ok bool, ask lendAsk) {
+	sh := shardOf(a, rkb)
+	if r := sh.held(rkb); r != nil {
+		return r, dec, false, ask
+	}
+	sh.mu.Lock()
+	if r := a.getLocked(sh, rkb, key, p); r != nil {
+		sh.mu.Unlock()
+		return r, dec, false, ask
+	}
+	dec, ok, ask = a.spendColdLocked(ctx, sh, rkb, p, cost)
+	return nil, dec, ok, ask
+}
+
+// spendColdLocked decides cost from the cold lease of rk, if it has the units
 // (ok true). Otherwise it returns the lend the one-trip decision should
 // carry: the end of the lease it had, if any, and a new one.
-func (a *allowances) spendCold(ctx context.Context, rkb []byte, p limit.Policy, cost int64) (dec limit.Decision, ok bool, ask lendAsk) {
-	sh := shardOf(a, rkb)
-	now := a.now()
-	sh.mu.Lock()
+// It is called with sh.mu held, and lets it go.
+func (a *allowances) spendColdLocked(ctx context.Context, sh *allowShard, rkb []byte, p limit.Policy, cost int64) (dec limit.Decision, ok bool, ask lendAsk) {
 	defer sh.mu.Unlock()
+	now := a.now()
 	c := sh.cold[string(rkb)]
 	for c != nil && c.renewing != nil && (c.remaining < cost || !now.Before(c.deadline)) {
 		// Its renewal brings units and time (or ends the lease) in a round

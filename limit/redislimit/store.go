@@ -79,8 +79,11 @@ type Options struct {
 	// the default) or from 1s to 1h. Experimental.
 	ColdLease time.Duration
 	// MaxColdLeases caps the cold leases a store holds at once (about 200
-	// bytes each, with the key); leases past their end are forgotten
-	// within a lease. Default 262,144.
+	// bytes each, with the key). Leases past their end are forgotten as
+	// decisions go on: the store keeps them in 256 parts by key, and a
+	// decision that would lend sweeps its key's part when a lease has
+	// passed since that part's last sweep, or when the store is at the cap.
+	// Default 262,144.
 	MaxColdLeases int
 }
 
@@ -363,17 +366,20 @@ func (s *Store) AllowN(ctx context.Context, key string, p limit.Policy, cost int
 	if s.lent != nil && lendable(p.Algorithm) && cost >= 0 && p.Validate() == nil {
 		var buf [192]byte
 		rkb := s.appendKey(buf[:0], key, p)
-		r := s.lent.get(rkb, key, p)
+		var r *allowance
+		if s.lent.coldLeases.lease > 0 && bucketLike(p) {
+			var dec limit.Decision
+			var ok bool
+			if r, dec, ok, ask = s.lent.getOrSpendCold(ctx, rkb, key, p, cost); ok {
+				return dec, nil
+			}
+		} else {
+			r = s.lent.get(rkb, key, p)
+		}
 		if r != nil {
 			if dec, ok := s.lent.decide(ctx, r, p, cost); ok {
 				return dec, nil
 			}
-		} else if s.lent.coldLeases.lease > 0 && bucketLike(p) {
-			dec, ok, a := s.lent.spendCold(ctx, rkb, p, cost)
-			if ok {
-				return dec, nil
-			}
-			ask = a
 		}
 		rk = string(rkb)
 	}
