@@ -111,7 +111,12 @@ func (a *allowances) getOrSpendCold(ctx context.Context, rkb []byte, key string,
 // carry: the end of the lease it had, if any, and a new one.
 // It is called with sh.mu held, and lets it go.
 func (a *allowances) spendColdLocked(ctx context.Context, sh *allowShard, rkb []byte, p limit.Policy, cost int64) (dec limit.Decision, ok bool, ask lendAsk) {
-	defer sh.mu.Unlock()
+	unlocked := false
+	defer func() {
+		if !unlocked {
+			sh.mu.Unlock()
+		}
+	}()
 	now := a.now()
 	c := sh.cold[string(rkb)]
 	for c != nil && c.renewing != nil && (c.remaining < cost || !now.Before(c.deadline)) {
@@ -150,7 +155,11 @@ func (a *allowances) spendColdLocked(ctx context.Context, sh *allowShard, rkb []
 		a.stats.coldLocal.Add(1)
 		dec = limit.Decision{Allowed: true, Limit: p.Limit, Remaining: c.remaining + c.srvRemain,
 			ResetAfter: c.reset, Policy: p.Name}
-		a.renewColdEarly(c, now)
+		if ask, start := a.renewColdEarly(c, now); start {
+			unlocked = true
+			sh.mu.Unlock()
+			go a.renewCold(c, ask)
+		}
 		return dec, true, lendAsk{}
 	}
 	if a.closed.Load() {
@@ -193,29 +202,32 @@ func (a *allowances) coldWant(c *coldLease, p limit.Policy, now time.Time, cost 
 	return max(min(want, p.Limit/coldShare), 0)
 }
 
-// renewColdEarly starts c's renewal when its units or its time are low
-// (sh locked, a decision just spent from c at now). The call extends the
+// renewColdEarly marks c's renewal in flight, and returns it for the
+// caller to start (go renewCold, once sh is unlocked: a goroutine made
+// under the lock would run before the decisions waiting for it), when its
+// units or its time are low (sh locked, a decision just spent from c at
+// now). The call extends the
 // lease, so c goes on spending what it holds; the spends reported are
 // those made before the call. No slot free, or a lease that may not be
 // renewed, leaves c to run out: its next decision goes one-trip.
-func (a *allowances) renewColdEarly(c *coldLease, now time.Time) {
+func (a *allowances) renewColdEarly(c *coldLease, now time.Time) (ask lendAsk, start bool) {
 	if c.renewing != nil || c.closing != nil || a.closed.Load() || now.Before(c.renewAt) ||
 		(c.remaining*4 >= c.granted && c.deadline.Sub(now) >= a.coldLeases.lease/8) {
-		return
+		return ask, false
 	}
 	want := a.coldWant(c, c.p, now, 1)
 	if want <= 0 {
-		return
+		return ask, false
 	}
 	select {
 	case a.coldLeases.slots <- struct{}{}:
 	default:
-		return
+		return ask, false
 	}
-	ask := lendAsk{seq: -c.seq, used: c.used, spentAt: a.coldSpentAt(c), want: want,
+	ask = lendAsk{seq: -c.seq, used: c.used, spentAt: a.coldSpentAt(c), want: want,
 		lease: int64(a.coldLeases.lease / time.Microsecond)}
 	c.renewing = make(chan struct{})
-	go a.renewCold(c, ask)
+	return ask, true
 }
 
 // renewCold sends c's early renewal (ask) and takes in its answer: the
