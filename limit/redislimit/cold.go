@@ -202,14 +202,14 @@ func (a *allowances) coldWant(c *coldLease, p limit.Policy, now time.Time, cost 
 	return max(min(want, p.Limit/coldShare), 0)
 }
 
-// renewColdEarly marks c's renewal in flight, and returns it for the
-// caller to start (go renewCold, once sh is unlocked: a goroutine made
-// under the lock would run before the decisions waiting for it), when its
-// units or its time are low (sh locked, a decision just spent from c at
-// now). The call extends the
-// lease, so c goes on spending what it holds; the spends reported are
-// those made before the call. No slot free, or a lease that may not be
-// renewed, leaves c to run out: its next decision goes one-trip.
+// renewColdEarly marks c's renewal in flight when its units or its time are
+// low (sh locked, a decision just spent from c at now), and returns the ask
+// for the caller to send with go renewCold once sh is unlocked (a goroutine
+// started under the lock would take the place, on this processor, of the
+// decision the unlock wakes). The call extends the lease, so c goes on
+// spending what it holds; the spends reported are those made before the
+// call. No slot free, or a lease that may not be renewed, leaves c to run
+// out: its next decision goes one-trip.
 func (a *allowances) renewColdEarly(c *coldLease, now time.Time) (ask lendAsk, start bool) {
 	if c.renewing != nil || c.closing != nil || a.closed.Load() || now.Before(c.renewAt) ||
 		(c.remaining*4 >= c.granted && c.deadline.Sub(now) >= a.coldLeases.lease/8) {
