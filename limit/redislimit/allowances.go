@@ -63,17 +63,25 @@ type AllowanceStats struct {
 
 // counters are the atomic counts behind AllowanceStats.
 type counters struct {
-	lent, returned, expired, renewals, background, local, remote, commands, coldLocal, coldRenewals atomic.Int64
+	lent, returned, expired, renewals, background, remote, commands, coldRenewals atomic.Int64
 }
 
 // AllowanceStats returns the store's counts (see AllowanceStats). Without
 // LocalAllowance only Remote and Commands move.
 func (s *Store) AllowanceStats() AllowanceStats {
 	c := &s.stats
-	return AllowanceStats{Lent: c.lent.Load(), Returned: c.returned.Load(), Expired: c.expired.Load(),
-		Renewals: c.renewals.Load(), Background: c.background.Load(), Local: c.local.Load(),
-		Remote: c.remote.Load(), Commands: c.commands.Load(), ColdLocal: c.coldLocal.Load(),
+	st := AllowanceStats{Lent: c.lent.Load(), Returned: c.returned.Load(), Expired: c.expired.Load(),
+		Renewals: c.renewals.Load(), Background: c.background.Load(),
+		Remote: c.remote.Load(), Commands: c.commands.Load(),
 		ColdLeases: s.coldLeases(), ColdRenewals: c.coldRenewals.Load()}
+	if s.lent != nil {
+		for i := range s.lent.shards {
+			sh := &s.lent.shards[i]
+			st.Local += sh.local.Load()
+			st.ColdLocal += sh.coldLocal.Load()
+		}
+	}
+	return st
 }
 
 // coldLeases is how many cold leases s holds now.
@@ -118,6 +126,10 @@ type allowShard struct {
 	cold map[string]*coldLease // cold leases (Options.ColdLease), by Redis key
 	// sweptAt is when cold was last rid of leases past their deadline.
 	sweptAt time.Time
+	// The decisions answered from the shard's allowances and cold leases
+	// (AllowanceStats.Local, ColdLocal), counted apart from the other
+	// shards' so that decisions on different keys write no common line.
+	local, coldLocal atomic.Int64
 }
 
 // heat is how busy a key without an allowance has been, by period.
@@ -129,36 +141,128 @@ type heat struct {
 }
 
 // allowance is one key's allowance at this store.
+//
+// A decision spends from it, or is refused by the refusal it last learned
+// from Redis, without mu (decideFast): avail is taken by compare-and-swap,
+// and the refusal state is a snapshot (gate) published by each change of
+// it. Everything else is mu's: takes, renewals, give-backs and the
+// decisions the fast path cannot answer. ver is odd while a holder of mu
+// changes the refusal state (begin, end), so that a fast refusal that
+// overlapped the change is made again under mu.
 type allowance struct {
-	mu        sync.Mutex
-	rk, key   string
-	p         limit.Policy
-	closed    bool
-	seq       int64     // the lease; 0 for none
-	remaining int64     // units left to spend
-	used      int64     // units spent since the last report
-	deadline  time.Time // local; nothing is spent at or after it
-	sent      time.Time // local time the last answered call was sent
-	server    int64     // the server's time of that call, µs
-	lastSpend time.Time
-	lastUse   time.Time
-	demand    int64     // cost decided since rateAt, allowed or refused
-	rateAt    time.Time // start of the current rate sample
-	rate      float64   // cost per second decided here, smoothed
-	holders   int64     // the most holders the answers of the last lease counted
-	holdersAt time.Time // local time of the answer that set holders
-	notBefore time.Time // the last refusal time Redis answered: the RetryAfter of local refusals; no renewal before it
-	nbUnits   int64     // the units Redis will have for this store at notBefore
-	askAt     time.Time // local refusals of costs up to nbUnits until then: notBefore, or a period after the answer if sooner
-	refused   int64     // the largest cost refused since the remainder last met it
-	promised  time.Time // the latest time a refused decision on the key was told to come back
-	flightAt  time.Time // local time the call in flight was sent
-	nextTake  time.Time // the renewal goroutine asks for more only from then
-	srvRemain int64     // what the last call said is left in Redis
-	reset     time.Duration
+	// Written by every decision; kept together, the line they share is
+	// the one a decision moves between processors.
+	avail     atomic.Int64 // units left to spend
+	lastSpend atomic.Int64 // Unix ns, at or after the latest spend
+	lastUse   atomic.Int64 // Unix ns of the latest decision
+	demand    atomic.Int64 // cost decided since rateAt, allowed or refused
+
+	deadline  atomic.Int64 // local Unix ns; nothing is spent at or after it
+	ver       atomic.Uint64
+	gate      atomic.Pointer[gate]
+	tgt       atomic.Int64 // target(r), for the nudge
+	promised  atomic.Int64 // Unix ns: the latest time a refused decision on the key was told to come back
+	refused   atomic.Int64 // the largest cost refused since the remainder last met it
+	srvRemain atomic.Int64 // what the last call said is left in Redis
+	reset     atomic.Int64 // its reset, ns
+	closed    atomic.Bool
+	nudged    atomic.Bool
+	calling   atomic.Bool // a call is in flight
+
+	mu      sync.Mutex
+	sh      *allowShard
+	rk, key string
+	p       limit.Policy
+	seq     int64 // the lease; 0 for none
+	// base is avail plus the units spent since the last report: what
+	// this store holds under the lease by its own count. A spend moves
+	// units from avail to the spent part, so the unreported spends are
+	// base - avail at any instant.
+	base      int64
+	sent      time.Time     // local time the last answered call was sent
+	server    int64         // the server's time of that call, µs
+	rateAt    time.Time     // start of the current rate sample
+	rate      float64       // cost per second decided here, smoothed
+	holders   int64         // the most holders the answers of the last lease counted
+	holdersAt time.Time     // local time of the answer that set holders
+	notBefore time.Time     // the last refusal time Redis answered: the RetryAfter of local refusals; no renewal before it
+	nbUnits   int64         // the units Redis will have for this store at notBefore
+	askAt     time.Time     // local refusals of costs up to nbUnits until then: notBefore, or a period after the answer if sooner
+	flightAt  time.Time     // local time the call in flight was sent
+	nextTake  time.Time     // the renewal goroutine asks for more only from then
 	flight    chan struct{} // closed when the call in flight is answered
 	short     bool          // the last answer granted less than asked for
-	nudged    bool
+}
+
+// gate is what a decision needs of an allowance's refusal state when it
+// finds too little to spend, as of the last time its lock was let go.
+type gate struct {
+	notBefore, askAt int64 // Unix ns
+	nbUnits          int64
+	flightAt         int64 // Unix ns the call in flight was sent; 0: none
+	short            bool
+}
+
+// begin opens a change of r's refusal state (r held locked): fast
+// refusals meanwhile are made again under the lock.
+func (r *allowance) begin() { r.ver.Add(1) }
+
+// end publishes r's refusal state (r held locked) and closes the change.
+func (r *allowance) end() {
+	g := gate{notBefore: unixNano(r.notBefore), askAt: unixNano(r.askAt), nbUnits: r.nbUnits,
+		short: r.short}
+	if r.flight != nil {
+		g.flightAt = unixNano(r.flightAt)
+	}
+	if cur := r.gate.Load(); cur == nil || *cur != g {
+		r.gate.Store(&g)
+	}
+	r.ver.Add(1)
+}
+
+// unixNano is t in Unix ns, 0 for the zero time.
+func unixNano(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+// storeMax sets x to v if v is larger.
+func storeMax(x *atomic.Int64, v int64) {
+	for {
+		o := x.Load()
+		if v <= o || x.CompareAndSwap(o, v) {
+			return
+		}
+	}
+}
+
+// spend takes cost from r's remainder at ns, if it holds that much, and
+// returns what is left.
+func (r *allowance) spend(ns, cost int64) (left int64, ok bool) {
+	for {
+		v := r.avail.Load()
+		if v < cost {
+			return v, false
+		}
+		// Dated first: a report that counts the spend is never dated
+		// before it.
+		storeMax(&r.lastSpend, ns)
+		if r.avail.CompareAndSwap(v, v-cost) {
+			return v - cost, true
+		}
+	}
+}
+
+// takeAll sets r's remainder aside (r held locked) and returns it; base
+// keeps it until the caller has built its request.
+func (r *allowance) takeAll() int64 { return r.avail.Swap(0) }
+
+// give adds n units to r's remainder (r held locked).
+func (r *allowance) give(n int64) {
+	r.base += n
+	r.avail.Add(n)
 }
 
 // publish replaces sh.hot by a copy of sh.recs (sh.mu held).
@@ -275,12 +379,15 @@ func (a *allowances) getLocked(sh *allowShard, rkb []byte, key string, p limit.P
 	if first == 0 {
 		first = int64(h.prev)
 	}
-	r := &allowance{rk: rk, key: key, p: p, lastUse: now, rateAt: now,
+	r := &allowance{sh: sh, rk: rk, key: key, p: p, rateAt: now,
 		rate: float64(first) / a.period.Seconds()}
-	if at := time.Unix(0, h.retryAt); at.After(now) {
+	r.lastUse.Store(now.UnixNano())
+	r.tgt.Store(a.target(r))
+	if h.retryAt > now.UnixNano() {
 		// A decision the one-trip path refused is still to come back:
 		// the first takes must not set a refusal time after its own.
-		r.promised, r.refused = at, h.retryCost
+		r.promised.Store(h.retryAt)
+		r.refused.Store(h.retryCost)
 	}
 	sh.recs[rk] = r
 	sh.publish()
@@ -305,7 +412,7 @@ func (a *allowances) warm(rk string, cost int64, d limit.Decision) {
 		if !retryAt.IsZero() {
 			// Sent one-trip by the allowance (see decide).
 			r.mu.Lock()
-			r.promise(retryAt, cost)
+			r.promise(retryAt.UnixNano(), cost)
 			r.mu.Unlock()
 		}
 		return
@@ -330,13 +437,11 @@ func (a *allowances) warm(rk string, cost int64, d limit.Decision) {
 	sh.heat[rk] = h
 }
 
-// promise notes that a decision of cost refused on r's key (held locked)
-// was told to come back at t.
-func (r *allowance) promise(t time.Time, cost int64) {
-	r.refused = max(r.refused, cost)
-	if t.After(r.promised) {
-		r.promised = t
-	}
+// promise notes that a decision of cost refused on r's key was told to
+// come back at t (Unix ns).
+func (r *allowance) promise(t, cost int64) {
+	storeMax(&r.refused, cost)
+	storeMax(&r.promised, t)
 }
 
 // roll moves h to period idx: a streak goes on when the period before was
@@ -369,47 +474,33 @@ func prune(sh *allowShard, idx int64) {
 // decide decides cost from r; ok false sends the decision on the one-trip
 // path.
 func (a *allowances) decide(ctx context.Context, r *allowance, p limit.Policy, cost int64) (dec limit.Decision, ok bool) {
+	if cost > r.p.Limit || p != r.p {
+		return limit.Decision{}, false
+	}
+	now := a.now()
+	if dec, ok := a.decideFast(r, now, cost); ok {
+		return dec, true
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for {
-		if r.closed || cost > r.p.Limit || p != r.p {
+		if r.closed.Load() {
 			return limit.Decision{}, false
 		}
 		now := a.now()
-		r.lastUse = now
+		ns := now.UnixNano()
+		storeMax(&r.lastUse, ns)
 		a.expire(r, now)
-		if r.remaining >= cost {
-			r.demand += cost
-			r.remaining -= cost
-			r.used += cost
-			r.lastSpend = now
-			a.stats.local.Add(1)
-			if !r.nudged && r.flight == nil && r.remaining*4 < a.target(r) {
-				r.nudged = true
-				select {
-				case a.nudge <- r:
-				default:
-					r.nudged = false
-				}
+		if ns < r.deadline.Load() {
+			if left, ok := r.spend(ns, cost); ok {
+				return a.spent(r, cost, left), true
 			}
-			return r.decision(true, 0), true
 		}
 		if cost <= r.nbUnits && now.Before(r.askAt) {
-			return a.refuse(r, cost, r.notBefore.Sub(now), true), true
+			return a.refuse(r, ns, cost, r.notBefore.Sub(now), true), true
 		}
-		if r.flight != nil && r.short && bucketLike(r.p) && r.p.Rate.Count > 0 &&
-			(!r.promised.After(r.flightAt) || r.promised.After(now)) {
-			// The key is saturated here (the last answer came back short
-			// or denied) and a call for more is in flight: refused here at
-			// once rather than after its round trip, which would slow
-			// every decision arriving meanwhile. The units it brings are
-			// spent by the decisions after it; RetryAfter is at least
-			// this cost's refill, as a one-trip denial on a full bucket.
-			// Not when a refused decision's retry time came since the
-			// call was sent: it may be that decision, and what it was
-			// promised may be on its way.
-			refill := time.Duration(cost * int64(r.p.Rate.Period) / r.p.Rate.Count)
-			return a.refuse(r, cost, max(r.notBefore.Sub(now), refill), false), true
+		if r.flight != nil && a.refuseInFlight(r, ns, unixNano(r.flightAt), r.short) {
+			return a.refuse(r, ns, cost, a.inFlightRetry(r, ns, unixNano(r.notBefore), cost), false), true
 		}
 		if ch := r.flight; ch != nil {
 			// A call is in flight: its answer may bring the units.
@@ -429,18 +520,18 @@ func (a *allowances) decide(ctx context.Context, r *allowance, p limit.Policy, c
 				// Denied until the window's end at the last call: refused
 				// here until then, since asking again would send every
 				// decision of the window's last stretch to Redis.
-				return a.refuse(r, cost, r.notBefore.Sub(now), true), true
+				return a.refuse(r, ns, cost, r.notBefore.Sub(now), true), true
 			}
 			// Too little of the window is left for a lease to pay.
 			return limit.Decision{}, false
 		}
-		r.demand += cost
+		r.demand.Add(cost)
 		// Ask Redis for what the remainder lacks, the remainder itself
 		// set aside: if the two cannot meet cost, it goes back and the
 		// answer is the one-trip denial.
-		held := r.remaining
-		r.remaining = 0
+		held := r.takeAll()
 		req := a.request(r, now, cost, held)
+		r.base -= held
 		res, err := a.call(ctx, r, req)
 		if err != nil {
 			// The call may have been applied: what was held may be gone.
@@ -449,8 +540,8 @@ func (a *allowances) decide(ctx context.Context, r *allowance, p limit.Policy, c
 		}
 		a.stats.renewals.Add(1)
 		a.apply(r, req, res, now, held)
-		if r.remaining >= cost {
-			r.demand -= cost // counted again by the spend
+		if r.avail.Load() >= cost {
+			r.demand.Add(-cost) // counted again by the spend
 			continue
 		}
 		if res.retry <= 0 {
@@ -460,6 +551,7 @@ func (a *allowances) decide(ctx context.Context, r *allowance, p limit.Policy, c
 		// that many are free for this store at the retry time, unless
 		// others spend them first.
 		wait := res.retry + a.backoff(r, req, res)
+		r.begin()
 		r.notBefore, r.nbUnits = now.Add(wait), min(max(cost, req.want), r.p.Limit)
 		// Refused here until then, but asking Redis again after a period at
 		// most: a state that changed meanwhile (Redis restarted empty, or
@@ -467,10 +559,93 @@ func (a *allowances) decide(ctx context.Context, r *allowance, p limit.Policy, c
 		// path sees it at once, for a call per period rather than one per
 		// decision.
 		r.askAt = a.askAt(r, now)
-		r.promise(r.notBefore, cost)
-		a.stats.local.Add(1)
-		return r.decision(false, wait), true
+		r.promise(r.notBefore.UnixNano(), cost)
+		r.end()
+		r.sh.local.Add(1)
+		return r.decision(false, wait, 0), true
 	}
+}
+
+// decideFast decides cost from r at now without r's lock, when it can:
+// the remainder meets cost under a live lease, or the refusal state says
+// no (see decide, which it answers as). ok false: decide under the lock.
+func (a *allowances) decideFast(r *allowance, now time.Time, cost int64) (dec limit.Decision, ok bool) {
+	ns := now.UnixNano()
+	if r.lastUse.Load() < ns {
+		r.lastUse.Store(ns)
+	}
+	if ns < r.deadline.Load() {
+		if left, ok := r.spend(ns, cost); ok {
+			return a.spent(r, cost, left), true
+		}
+	}
+	v := r.ver.Load()
+	g := r.gate.Load()
+	if v&1 != 0 || g == nil || r.closed.Load() {
+		return limit.Decision{}, false
+	}
+	var (
+		retry   time.Duration
+		promise bool
+	)
+	switch {
+	case cost <= g.nbUnits && ns < g.askAt:
+		retry, promise = time.Duration(g.notBefore-ns), true
+	case g.flightAt != 0 && a.refuseInFlight(r, ns, g.flightAt, g.short):
+		retry = a.inFlightRetry(r, ns, g.notBefore, cost)
+	default:
+		return limit.Decision{}, false
+	}
+	if promise {
+		r.promise(ns+int64(retry), cost)
+	} else {
+		storeMax(&r.refused, cost)
+	}
+	if r.ver.Load() != v {
+		// The lock was taken meanwhile: what was read may be gone. The
+		// promise stays noted, which only keeps more for the key.
+		return limit.Decision{}, false
+	}
+	r.demand.Add(cost)
+	r.sh.local.Add(1)
+	return r.decision(false, retry, 0), true
+}
+
+// spent counts a decision of cost allowed from r, which left left, and
+// nudges the renewal goroutine when the remainder runs low.
+func (a *allowances) spent(r *allowance, cost, left int64) limit.Decision {
+	r.demand.Add(cost)
+	r.sh.local.Add(1)
+	if left*4 < r.tgt.Load() && !r.nudged.Load() && !r.calling.Load() && r.nudged.CompareAndSwap(false, true) {
+		select {
+		case a.nudge <- r:
+		default:
+			r.nudged.Store(false)
+		}
+	}
+	return r.decision(true, 0, left)
+}
+
+// refuseInFlight reports whether a decision at ns that r's remainder does
+// not meet is refused at once while a call sent at flightAt is in flight:
+// the key is saturated here (the last answer came back short or denied),
+// and waiting for the call would slow every decision arriving meanwhile.
+// The units it brings are spent by the decisions after it. Not when a
+// refused decision's retry time came since the call was sent: it may be
+// that decision, and what it was promised may be on its way.
+func (a *allowances) refuseInFlight(r *allowance, ns, flightAt int64, short bool) bool {
+	if !short || !bucketLike(r.p) || r.p.Rate.Count <= 0 {
+		return false
+	}
+	pr := r.promised.Load()
+	return pr <= flightAt || pr > ns
+}
+
+// inFlightRetry is the RetryAfter of a refusal by refuseInFlight: at least
+// the refill of cost, as a one-trip denial on a full bucket's.
+func (a *allowances) inFlightRetry(r *allowance, ns, notBefore, cost int64) time.Duration {
+	refill := time.Duration(cost * int64(r.p.Rate.Period) / r.p.Rate.Count)
+	return max(time.Duration(notBefore-ns), refill)
 }
 
 // askAt is until when r refuses locally after an answer at now (r held
@@ -482,25 +657,25 @@ func (a *allowances) decide(ctx context.Context, r *allowance, p limit.Policy, c
 // units first anyway, and there the longer refusal saves calls.
 func (a *allowances) askAt(r *allowance, now time.Time) time.Time {
 	at := now.Add(min(r.notBefore.Sub(now), a.period))
-	if r.holders <= 1 && r.promised.After(now) && r.promised.Before(at) {
-		at = r.promised
+	if pr := r.promised.Load(); r.holders <= 1 && pr > now.UnixNano() && pr < at.UnixNano() {
+		at = time.Unix(0, pr)
 	}
 	return at
 }
 
-// refuse counts a decision of cost refused here on r (held locked), to be
-// retried after retry. With promise, that time is one r keeps (see askAt);
-// the in-flight refusal's is a lower bound, as a one-trip denial's on a
-// full bucket, and is not kept.
-func (a *allowances) refuse(r *allowance, cost int64, retry time.Duration, promise bool) limit.Decision {
-	r.demand += cost
+// refuse counts a decision of cost refused here on r (held locked) at ns,
+// to be retried after retry. With promise, that time is one r keeps (see
+// askAt); the in-flight refusal's is a lower bound, as a one-trip denial's
+// on a full bucket, and is not kept.
+func (a *allowances) refuse(r *allowance, ns, cost int64, retry time.Duration, promise bool) limit.Decision {
+	r.demand.Add(cost)
 	if promise {
-		r.promise(r.lastUse.Add(retry), cost)
+		r.promise(ns+int64(retry), cost)
 	} else {
-		r.refused = max(r.refused, cost)
+		storeMax(&r.refused, cost)
 	}
-	a.stats.local.Add(1)
-	return r.decision(false, retry)
+	r.sh.local.Add(1)
+	return r.decision(false, retry, 0)
 }
 
 // expire drops what r holds once its local deadline has passed: the lease
@@ -509,15 +684,15 @@ func (a *allowances) refuse(r *allowance, cost int64, retry time.Duration, promi
 // and its unreported spends too: the lease is charged in full at its end,
 // and a report sent now on a lease that has ended would be charged again.
 func (a *allowances) expire(r *allowance, now time.Time) {
-	if now.Before(r.deadline) {
+	if now.UnixNano() < r.deadline.Load() {
 		return
 	}
-	if r.remaining > 0 {
-		a.stats.expired.Add(r.remaining)
-		r.remaining = 0
+	if h := r.takeAll(); h > 0 {
+		a.stats.expired.Add(h)
+		r.base -= h
 	}
 	if r.flight == nil {
-		r.seq, r.used = 0, 0
+		r.seq, r.base = 0, 0
 	}
 }
 
@@ -529,11 +704,13 @@ func (a *allowances) target(r *allowance) int64 {
 	return min(t, r.p.Limit/(2*max(r.holders, 1)))
 }
 
-func (r *allowance) decision(allowed bool, retry time.Duration) limit.Decision {
-	d := limit.Decision{Allowed: allowed, Limit: r.p.Limit, Remaining: r.remaining + r.srvRemain,
-		ResetAfter: r.reset, Policy: r.p.Name}
+// decision is r's answer to a decision, left the remainder after it.
+func (r *allowance) decision(allowed bool, retry time.Duration, left int64) limit.Decision {
+	srv := r.srvRemain.Load()
+	d := limit.Decision{Allowed: allowed, Limit: r.p.Limit, Remaining: left + srv,
+		ResetAfter: time.Duration(r.reset.Load()), Policy: r.p.Name}
 	if !allowed {
-		d.Remaining = r.srvRemain
+		d.Remaining = srv
 		d.Reason, d.RetryAfter = limit.ReasonLimited, max(retry, time.Microsecond)
 	}
 	return d
@@ -550,34 +727,40 @@ type call struct {
 // request prepares a take or renewal of r (held locked) at now: need is the
 // cost of the decision waiting for it (0 for a renewal), held the remainder
 // the call may keep. It updates r's rate.
+//
+// held is the remainder as the caller read it, still in base: the units
+// spent and not reported are base - held.
 func (a *allowances) request(r *allowance, now time.Time, need, held int64) call {
+	used := r.base - held
 	spentAt := int64(-1)
-	if r.used > 0 && r.seq != 0 {
+	if used > 0 && r.seq != 0 {
+		last := time.Unix(0, r.lastSpend.Load())
 		if a.s.clock != nil {
 			// The scripts decide at the clock's µs: a spend is dated as
 			// a one-trip decision at the same time would be.
-			spentAt = r.lastSpend.UnixMicro()
+			spentAt = last.UnixMicro()
 		} else {
 			// The server decided the last call after it was sent, so
 			// this is at or after the spend's server time.
-			spentAt = r.server + ceilMicros(r.lastSpend.Sub(r.sent)) + 1
+			spentAt = r.server + ceilMicros(last.Sub(r.sent)) + 1
 		}
 	}
 	if el := now.Sub(r.rateAt); el >= a.period/8 {
-		r.rate = (r.rate + float64(r.demand)/el.Seconds()) / 2
-		r.demand, r.rateAt = 0, now
+		r.rate = (r.rate + float64(r.demand.Swap(0))/el.Seconds()) / 2
+		r.rateAt = now
+		r.tgt.Store(a.target(r))
 	} else if el < 0 {
 		r.rateAt = now // the clock went back
 	}
 	// At least the largest cost refused since: the decision told to come
 	// back at the refusal time finds it in hand then, even if a renewal
 	// (asking for the target alone) takes the units free at that time.
-	want := max(a.target(r)-held, min(r.refused, r.p.Limit), 0)
+	want := max(a.target(r)-held, min(r.refused.Load(), r.p.Limit), 0)
 	if left, ok := a.windowLeft(r, now); ok {
 		// Units out at the window's end are forfeit.
 		want = min(want, int64(math.Ceil(r.rate*left.Seconds())))
 	}
-	return call{lendRequest: lendRequest{op: lendTake, holder: a.holder, seq: r.seq, used: r.used,
+	return call{lendRequest: lendRequest{op: lendTake, holder: a.holder, seq: r.seq, used: used,
 		spentAt: spentAt, want: want, lease: a.lease, need: need, held: held}, at: now}
 }
 
@@ -588,11 +771,17 @@ func ceilMicros(d time.Duration) int64 {
 // call sends req for r, held locked; r.mu is released while Redis answers.
 func (a *allowances) call(ctx context.Context, r *allowance, req call) (lendResult, error) {
 	ch := make(chan struct{})
+	r.begin()
 	r.flight, r.flightAt = ch, req.at
+	r.calling.Store(true)
+	r.end()
 	r.mu.Unlock()
 	res, err := a.s.lend(ctx, r.key, r.p, req.lendRequest)
 	r.mu.Lock()
+	r.begin()
+	r.calling.Store(false)
 	r.flight = nil
+	r.end()
 	close(ch)
 	return res, err
 }
@@ -600,28 +789,33 @@ func (a *allowances) call(ctx context.Context, r *allowance, req call) (lendResu
 // apply takes in the answer to req (r held locked); keep is the remainder
 // set aside for the call, which r gets back if the lease goes on.
 func (a *allowances) apply(r *allowance, req call, res lendResult, now time.Time, keep int64) {
-	r.used -= req.used
+	r.begin()
+	defer r.end()
+	r.base -= req.used
 	if req.seq != 0 && !res.matched {
 		// The lease had ended in Redis and been counted spent: what is
 		// held under it, and its unreported spends, are gone.
-		a.stats.expired.Add(r.remaining + keep)
-		r.remaining, keep, r.used = 0, 0, 0
+		a.stats.expired.Add(r.takeAll() + keep)
+		keep, r.base = 0, 0
 	}
 	if res.seq == 0 {
-		a.stats.returned.Add(r.remaining + keep)
-		r.remaining, r.used = 0, 0
+		a.stats.returned.Add(r.takeAll() + keep)
+		r.base = 0
 	} else {
-		r.remaining += keep + res.granted
-		a.stats.lent.Add(res.granted)
 		margin := max(time.Millisecond, res.lease/1000)
-		r.deadline = req.at.Add(res.lease - margin)
+		r.deadline.Store(req.at.Add(res.lease - margin).UnixNano())
+		r.give(keep + res.granted)
+		a.stats.lent.Add(res.granted)
 	}
-	r.seq, r.srvRemain, r.reset = res.seq, res.remaining, res.reset
+	r.seq = res.seq
+	r.srvRemain.Store(res.remaining)
+	r.reset.Store(int64(res.reset))
 	if res.holders >= r.holders || now.Sub(r.holdersAt) >= a.lease {
 		// The most seen over a lease: a holder's entry leaves the ledger
 		// while it waits for its share, and a store that counted fewer
 		// holders would take a larger share than the others.
 		r.holders, r.holdersAt = res.holders, now
+		r.tgt.Store(a.target(r))
 	}
 	r.sent, r.server = req.at, res.now
 	// Saturated here: the call asked for more than it got.
@@ -649,11 +843,11 @@ func (a *allowances) apply(r *allowance, req call, res lendResult, now time.Time
 			r.nbUnits = min(res.retryUnits, r.p.Limit)
 		}
 		r.askAt = a.askAt(r, now)
-	case req.need == 0 || r.remaining >= req.need:
+	case req.need == 0 || r.avail.Load() >= req.need:
 		r.notBefore, r.askAt = time.Time{}, time.Time{}
 	}
-	if r.remaining >= r.refused {
-		r.refused = 0
+	if r.avail.Load() >= r.refused.Load() {
+		r.refused.Store(0)
 	}
 }
 
@@ -687,26 +881,28 @@ func bucketLike(p limit.Policy) bool {
 // locked): its lease is half gone, or its remainder is low and Redis may
 // have more, while the key is still in use.
 func (a *allowances) due(r *allowance, now time.Time) bool {
-	if r.closed || r.flight != nil || now.Sub(r.lastUse) >= a.period {
+	if r.closed.Load() || r.flight != nil || now.UnixNano()-r.lastUse.Load() >= int64(a.period) {
 		return false
 	}
 	if r.seq != 0 && !now.Before(r.sent.Add(a.period)) {
 		return true
 	}
-	return r.remaining*4 < a.target(r) && !now.Before(r.nextTake) && !now.Before(r.notBefore)
+	return r.avail.Load()*4 < a.target(r) && !now.Before(r.nextTake) && !now.Before(r.notBefore)
 }
 
 // renew renews r in the background if it is due.
 func (a *allowances) renew(r *allowance) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.nudged = false
+	r.nudged.Store(false)
 	now := a.now()
 	a.expire(r, now)
 	if !a.due(r, now) {
 		return
 	}
-	req := a.request(r, now, 0, r.remaining)
+	// Decisions go on spending the remainder while the call is in flight;
+	// the next call reports those spends.
+	req := a.request(r, now, 0, r.avail.Load())
 	// A renewal answered late is still good (its deadline counts from its
 	// sending); one not answered strands what it was granted until the
 	// lease ends.
@@ -740,24 +936,27 @@ func (a *allowances) giveBack(ctx context.Context, r *allowance) error {
 			return err
 		}
 	}
-	if r.closed {
+	if r.closed.Load() {
 		return nil
 	}
-	r.closed = true
+	r.closed.Store(true)
+	// Nothing is spent from here on.
+	held := r.takeAll()
 	if r.seq == 0 {
+		r.base = 0
 		return nil
 	}
-	held := r.remaining
 	req := a.request(r, a.now(), 0, held)
 	req.op, req.want = lendReturn, 0
-	r.remaining = 0
+	r.base -= held
 	res, err := a.call(ctx, r, req)
 	if err != nil {
 		a.stats.expired.Add(held)
 		return err
 	}
 	a.stats.returned.Add(held)
-	r.seq, r.used, r.srvRemain = 0, 0, res.remaining
+	r.seq, r.base = 0, 0
+	r.srvRemain.Store(res.remaining)
 	return nil
 }
 
@@ -848,9 +1047,9 @@ func (a *allowances) run() {
 
 // cold reports whether r's key has had no decision for a period.
 func (a *allowances) cold(r *allowance) bool {
-	r.mu.Lock()
+	r.mu.Lock() // changes nothing: fast decisions go on
 	defer r.mu.Unlock()
-	return r.flight == nil && a.now().Sub(r.lastUse) >= a.period
+	return r.flight == nil && a.now().UnixNano()-r.lastUse.Load() >= int64(a.period)
 }
 
 // close stops the renewal goroutine and gives every allowance back.
@@ -938,8 +1137,8 @@ func (a *allowances) kill() (held int64) {
 		sh.mu.Lock()
 		for _, r := range sh.recs {
 			r.mu.Lock()
-			r.closed = true
-			held += r.remaining
+			r.closed.Store(true)
+			held += r.takeAll()
 			r.mu.Unlock()
 		}
 		clear(sh.recs)

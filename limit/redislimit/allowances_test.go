@@ -358,6 +358,120 @@ func TestAllowanceDecisionsSkipShardLock(t *testing.T) {
 	}
 }
 
+// A decision that its key's allowance meets, or that the refusal the
+// allowance last learned from Redis refuses, is answered without the
+// allowance's lock: a take, renewal or slow decision holding it (or a
+// holder descheduled by the machine) does not hold up the key's other
+// decisions.
+func TestAllowanceDecisionsSkipRecordLock(t *testing.T) {
+	ctx := context.Background()
+	clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
+	lease := time.Second
+	s := leasedStores(t, clock, 1, lease)[0]
+	p := limit.TokenBucket(1000, limit.PerSecond(1000))
+	warm(t, clock, []*redislimit.Store{s}, "hot", p, lease)
+	if dec, err := s.AllowN(ctx, "hot", p, 1); err != nil || !dec.Allowed {
+		t.Fatalf("first decision on the hot key: %+v, %v", dec, err)
+	}
+	_, units := s.HeldForTest()
+	if units < 2 {
+		t.Fatalf("after warming the allowance holds %d units, want 2 or more", units)
+	}
+	n := int(min(units, 10))
+	// decided runs n decisions of cost on key with the allowance locked
+	// and returns them, or fails when they wait for the lock.
+	decided := func(n int, cost int64, what string) []limit.Decision {
+		t.Helper()
+		locked := s.LockAllowanceForTest("hot", p)
+		if locked == nil {
+			t.Fatal("the hot key has no allowance")
+		}
+		unlock := sync.OnceFunc(locked)
+		defer unlock()
+		type result struct {
+			decs []limit.Decision
+			err  error
+		}
+		done := make(chan result, 1)
+		go func() {
+			var r result
+			for range n {
+				dec, err := s.AllowN(ctx, "hot", p, cost)
+				if err != nil {
+					r.err = err
+					break
+				}
+				r.decs = append(r.decs, dec)
+			}
+			done <- r
+		}()
+		select {
+		case r := <-done:
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			return r.decs
+		case <-time.After(10 * time.Second):
+			unlock()
+			<-done
+			t.Fatalf("%s waited for the allowance's lock", what)
+		}
+		return nil
+	}
+	before := s.AllowanceStats()
+	for i, dec := range decided(n, 1, "decisions the remainder meets") {
+		if !dec.Allowed {
+			t.Fatalf("decision %d refused: %+v", i, dec)
+		}
+	}
+	if got := s.AllowanceStats().Local - before.Local; got != int64(n) {
+		t.Fatalf("%d decisions answered from the allowance, want %d", got, n)
+	}
+	// Spend the bucket: the allowance is refused a take and refuses
+	// locally until the retry time Redis answered.
+	var denied limit.Decision
+	for range 2000 {
+		dec, err := s.AllowN(ctx, "hot", p, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !dec.Allowed {
+			denied = dec
+			break
+		}
+	}
+	if denied.Allowed || denied.RetryAfter <= 0 {
+		t.Fatalf("the spent bucket never refused: %+v", denied)
+	}
+	before = s.AllowanceStats()
+	for i, dec := range decided(5, 1, "decisions the last refusal refuses") {
+		if dec.Allowed || dec.RetryAfter != denied.RetryAfter {
+			t.Fatalf("decision %d at the same time: %+v, want refused with RetryAfter %v", i, dec, denied.RetryAfter)
+		}
+	}
+	if got := s.AllowanceStats(); got.Local-before.Local != 5 || got.Commands != before.Commands {
+		t.Fatalf("refusals: %d local, %d commands, want 5 and 0", got.Local-before.Local, got.Commands-before.Commands)
+	}
+	// A cost larger than the refusal covers needs the lock (a take): the
+	// test locks what decisions use.
+	unlock := s.LockAllowanceForTest("hot", p)
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.AllowN(ctx, "hot", p, p.Limit)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		unlock()
+		t.Fatalf("a decision the refusal does not cover was answered with the allowance locked (err %v): the test does not lock what decisions use", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	unlock()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
 // sameShardKey returns a key other than key whose allowance would be in
 // the same shard.
 func sameShardKey(t *testing.T, s *redislimit.Store, key string, p limit.Policy) string {

@@ -151,8 +151,8 @@ func (a *allowances) spendColdLocked(ctx context.Context, sh *allowShard, rkb []
 		c.remaining -= cost
 		c.used += cost
 		c.lastSpend = now
-		a.stats.local.Add(1)
-		a.stats.coldLocal.Add(1)
+		sh.local.Add(1)
+		sh.coldLocal.Add(1)
 		dec = limit.Decision{Allowed: true, Limit: p.Limit, Remaining: c.remaining + c.srvRemain,
 			ResetAfter: c.reset, Policy: p.Name}
 		if ask, start := a.renewColdEarly(c, now); start {

@@ -52,7 +52,7 @@ func (s *Store) SettledForTest() bool {
 		sh.mu.Lock()
 		for _, r := range sh.recs {
 			r.mu.Lock()
-			busy := r.flight != nil || a.due(r, now) || r.nudged
+			busy := r.flight != nil || a.due(r, now) || r.nudged.Load()
 			r.mu.Unlock()
 			if busy {
 				sh.mu.Unlock()
@@ -73,7 +73,7 @@ func (s *Store) HeldForTest() (keys int, units int64) {
 		for _, r := range sh.recs {
 			r.mu.Lock()
 			keys++
-			units += r.remaining
+			units += r.avail.Load()
 			r.mu.Unlock()
 		}
 		sh.mu.Unlock()
@@ -94,6 +94,21 @@ func (s *Store) LockShardForTest(key string, p limit.Policy) (unlock func()) {
 	sh := s.lent.shard(s.Key(key, p))
 	sh.mu.Lock()
 	return sh.mu.Unlock
+}
+
+// LockAllowanceForTest takes the lock of key's allowance under p, as a
+// take or renewal of it holds it, and returns its unlock; nil when the key
+// has no allowance.
+func (s *Store) LockAllowanceForTest(key string, p limit.Policy) (unlock func()) {
+	sh := s.lent.shard(s.Key(key, p))
+	sh.mu.Lock()
+	r := sh.recs[s.Key(key, p)]
+	sh.mu.Unlock()
+	if r == nil {
+		return nil
+	}
+	r.mu.Lock()
+	return r.mu.Unlock
 }
 
 // ShardForTest returns the index of the shard of key under p.

@@ -27,8 +27,12 @@ func (s *Store) MakeHotForTest(key string, p limit.Policy) {
 	}
 	now := a.now()
 	// As a key found busy: hotThreshold decisions in the last period.
-	sh.recs[rk] = &allowance{rk: rk, key: key, p: p, lastUse: now, rateAt: now,
+	r := &allowance{sh: sh, rk: rk, key: key, p: p, rateAt: now,
 		rate: float64(hotThreshold) / a.period.Seconds()}
+	r.lastUse.Store(now.UnixNano())
+	r.tgt.Store(a.target(r))
+	sh.recs[rk] = r
+	sh.publish()
 	a.count.Add(1)
 	a.start()
 }
