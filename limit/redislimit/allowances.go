@@ -27,7 +27,8 @@ const (
 	warmPeriods           = 4     // busy periods in a row before a key is lent
 	maxHeat               = 65536 // keys whose heat is tracked at once
 	defaultMaxAllowances  = 4096
-	shardCount            = 256
+	shardBits             = 8
+	shardCount            = 1 << shardBits
 	nudgeQueue            = 1024
 	closeWorkers          = 8
 )
@@ -324,11 +325,18 @@ func (a *allowances) shard(rk string) *allowShard { return shardOf(a, rk) }
 
 // shardOf is the shard of the Redis key rk, as a string or its bytes.
 func shardOf[K string | []byte](a *allowances, rk K) *allowShard {
-	h := uint32(2166136261)
+	// FNV-1a, 64 bits, mixed once more, and the part picked by the top
+	// bits: FNV's low bits depend only on the low bits of each byte's
+	// step, so keys that differ in a few characters crowd into a few
+	// parts when picked by them.
+	h := uint64(14695981039346656037)
 	for i := 0; i < len(rk); i++ {
-		h = (h ^ uint32(rk[i])) * 16777619
+		h = (h ^ uint64(rk[i])) * 1099511628211
 	}
-	return &a.shards[h%shardCount]
+	h ^= h >> 33
+	h *= 0xff51afd7ed558ccd
+	h ^= h >> 33
+	return &a.shards[h>>(64-shardBits)]
 }
 
 // get returns key's allowance under rk, making one when the key has become
@@ -362,7 +370,7 @@ func (a *allowances) getLocked(sh *allowShard, rkb []byte, key string, p limit.P
 		return nil
 	}
 	h, ok := sh.heat[string(rkb)]
-	if !ok {
+	if !ok || p.Validate() != nil {
 		return nil
 	}
 	rk := string(rkb)

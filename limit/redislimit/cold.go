@@ -91,26 +91,31 @@ type coldState struct {
 
 // getOrSpendCold is get and, when the key has no allowance, spendColdLocked,
 // under one hold of the shard's lock: a decision on a cold key takes it
-// once.
+// once. A key with a cold lease has neither an allowance nor heat (a lease
+// is kept only for a key without an allowance, and its decisions do not
+// warm it), so its decision looks up the lease alone.
 func (a *allowances) getOrSpendCold(ctx context.Context, rkb []byte, key string, p limit.Policy, cost int64) (r *allowance, dec limit.Decision, ok bool, ask lendAsk) {
 	sh := shardOf(a, rkb)
 	if r := sh.held(rkb); r != nil {
 		return r, dec, false, ask
 	}
 	sh.mu.Lock()
-	if r := a.getLocked(sh, rkb, key, p); r != nil {
-		sh.mu.Unlock()
-		return r, dec, false, ask
+	c := sh.cold[string(rkb)]
+	if c == nil {
+		if r := a.getLocked(sh, rkb, key, p); r != nil {
+			sh.mu.Unlock()
+			return r, dec, false, ask
+		}
 	}
-	dec, ok, ask = a.spendColdLocked(ctx, sh, rkb, p, cost)
+	dec, ok, ask = a.spendColdLocked(ctx, sh, rkb, c, p, cost)
 	return nil, dec, ok, ask
 }
 
-// spendColdLocked decides cost from the cold lease of rk, if it has the units
-// (ok true). Otherwise it returns the lend the one-trip decision should
-// carry: the end of the lease it had, if any, and a new one.
+// spendColdLocked decides cost from c, the cold lease of rk (nil for none),
+// if it has the units (ok true). Otherwise it returns the lend the one-trip
+// decision should carry: the end of the lease it had, if any, and a new one.
 // It is called with sh.mu held, and lets it go.
-func (a *allowances) spendColdLocked(ctx context.Context, sh *allowShard, rkb []byte, p limit.Policy, cost int64) (dec limit.Decision, ok bool, ask lendAsk) {
+func (a *allowances) spendColdLocked(ctx context.Context, sh *allowShard, rkb []byte, c *coldLease, p limit.Policy, cost int64) (dec limit.Decision, ok bool, ask lendAsk) {
 	unlocked := false
 	defer func() {
 		if !unlocked {
@@ -118,7 +123,6 @@ func (a *allowances) spendColdLocked(ctx context.Context, sh *allowShard, rkb []
 		}
 	}()
 	now := a.now()
-	c := sh.cold[string(rkb)]
 	for c != nil && c.renewing != nil && (c.remaining < cost || !now.Before(c.deadline)) {
 		// Its renewal brings units and time (or ends the lease) in a round
 		// trip; ending the lease here as well would race with it.
@@ -162,7 +166,9 @@ func (a *allowances) spendColdLocked(ctx context.Context, sh *allowShard, rkb []
 		}
 		return dec, true, lendAsk{}
 	}
-	if a.closed.Load() {
+	if a.closed.Load() || p.Validate() != nil {
+		// Closing, or a policy the one-trip path refuses with an error
+		// (which ends no lease).
 		return limit.Decision{}, false, lendAsk{}
 	}
 	want := a.coldWant(c, p, now, cost)

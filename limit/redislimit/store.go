@@ -195,13 +195,24 @@ func (s *Store) appendKey(b []byte, key string, p limit.Policy) []byte {
 	b = append(b, ':')
 	b = append(b, p.Name...)
 	b = append(b, ':')
-	return append(b, algCodes[p.Algorithm]...)
+	return append(b, algCode(p.Algorithm)...)
 }
 
-// algCodes are the short names of the algorithms in keys.
-var algCodes = map[limit.Algorithm]string{
-	limit.TokenBucketAlgorithm: "tb", limit.GCRAAlgorithm: "gcra", limit.FixedWindowAlgorithm: "fw",
-	limit.RollingWindowAlgorithm: "rw", limit.SlidingWindowAlgorithm: "sw",
+// algCode is the short name of alg in keys.
+func algCode(alg limit.Algorithm) string {
+	switch alg {
+	case limit.TokenBucketAlgorithm:
+		return "tb"
+	case limit.GCRAAlgorithm:
+		return "gcra"
+	case limit.FixedWindowAlgorithm:
+		return "fw"
+	case limit.RollingWindowAlgorithm:
+		return "rw"
+	case limit.SlidingWindowAlgorithm:
+		return "sw"
+	}
+	return ""
 }
 
 // hasTag reports whether key holds a Redis Cluster hash tag: a '{' followed
@@ -363,7 +374,10 @@ func (s *Store) AllowN(ctx context.Context, key string, p limit.Policy, cost int
 	reqs := [1]limit.Request{{Key: key, Policy: p, Cost: cost}}
 	var rk string
 	var ask lendAsk
-	if s.lent != nil && lendable(p.Algorithm) && cost >= 0 && p.Validate() == nil {
+	// The policy is validated where a record or lease would be made of it
+	// or ended for it (getLocked, spendColdLocked): a decision spends only
+	// under the policy its record or lease holds, made valid.
+	if s.lent != nil && lendable(p.Algorithm) && cost >= 0 {
 		var buf [192]byte
 		rkb := s.appendKey(buf[:0], key, p)
 		var r *allowance
