@@ -341,19 +341,27 @@ func TestAllowanceDecisionsSkipShardLock(t *testing.T) {
 	}
 	// A cold key of the same shard: its decision needs the lock.
 	other := sameShardKey(t, s, "hot", p)
-	coldDone := make(chan error, 1)
-	go func() {
+	waitsForLock(t, unlock, "a key without an allowance, with its shard locked", func() error {
 		_, err := s.AllowN(ctx, other, p, 1)
-		coldDone <- err
-	}()
+		return err
+	})
+}
+
+// waitsForLock runs decide while a lock is held, fails when it returns
+// before unlock is called (the test does not lock what decisions use),
+// then unlocks and fails if decide does.
+func waitsForLock(t *testing.T, unlock func(), what string, decide func() error) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- decide() }()
 	select {
-	case err := <-coldDone:
+	case err := <-done:
 		unlock()
-		t.Fatalf("a key without an allowance was decided with its shard locked (err %v): the test does not lock what decisions use", err)
+		t.Fatalf("%s was decided without waiting (err %v): the test does not lock what decisions use", what, err)
 	case <-time.After(100 * time.Millisecond):
 	}
 	unlock()
-	if err := <-coldDone; err != nil {
+	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
 }
@@ -454,22 +462,10 @@ func TestAllowanceDecisionsSkipRecordLock(t *testing.T) {
 	}
 	// A cost larger than the refusal covers needs the lock (a take): the
 	// test locks what decisions use.
-	unlock := s.LockAllowanceForTest("hot", p)
-	done := make(chan error, 1)
-	go func() {
+	waitsForLock(t, s.LockAllowanceForTest("hot", p), "a decision the refusal does not cover, with the allowance locked", func() error {
 		_, err := s.AllowN(ctx, "hot", p, p.Limit)
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		unlock()
-		t.Fatalf("a decision the refusal does not cover was answered with the allowance locked (err %v): the test does not lock what decisions use", err)
-	case <-time.After(100 * time.Millisecond):
-	}
-	unlock()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+		return err
+	})
 }
 
 // sameShardKey returns a key other than key whose allowance would be in

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"sort"
@@ -185,5 +186,19 @@ func startEnvoyRatelimitWith(t *testing.T, bin string, env map[string]string) ra
 		time.Sleep(20 * time.Millisecond)
 	}
 	a := func(port string) string { return "127.0.0.1:" + port }
+	// It logs the gRPC listener first and opens the others after it.
+	for _, port := range []string{httpPort, debugPort, promPort} {
+		for {
+			c, err := net.DialTimeout("tcp", a(port), time.Second)
+			if err == nil {
+				c.Close()
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("envoyproxy/ratelimit did not listen on %s: %v\n%s", a(port), err, log.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
 	return ratelimitAddrs{http: a(httpPort), grpc: a(grpcPort), debug: a(debugPort), metrics: a(promPort)}
 }
