@@ -168,7 +168,6 @@ type allowance struct {
 	reset     atomic.Int64 // its reset, ns
 	closed    atomic.Bool
 	nudged    atomic.Bool
-	calling   atomic.Bool // a call is in flight
 
 	mu      sync.Mutex
 	sh      *allowShard
@@ -219,6 +218,12 @@ func (r *allowance) end() {
 		r.gate.Store(&g)
 	}
 	r.ver.Add(1)
+}
+
+// inFlight reports whether a call of r is in flight, as last published.
+func (r *allowance) inFlight() bool {
+	g := r.gate.Load()
+	return g != nil && g.flightAt != 0
 }
 
 // unixNano is t in Unix ns, 0 for the zero time.
@@ -624,7 +629,7 @@ func (a *allowances) decideFast(r *allowance, now time.Time, cost int64) (dec li
 func (a *allowances) spent(r *allowance, cost, left int64) limit.Decision {
 	r.demand.Add(cost)
 	r.sh.local.Add(1)
-	if left*4 < r.tgt.Load() && !r.nudged.Load() && !r.calling.Load() && r.nudged.CompareAndSwap(false, true) {
+	if left*4 < r.tgt.Load() && !r.nudged.Load() && !r.inFlight() && r.nudged.CompareAndSwap(false, true) {
 		select {
 		case a.nudge <- r:
 		default:
@@ -781,13 +786,11 @@ func (a *allowances) call(ctx context.Context, r *allowance, req call) (lendResu
 	ch := make(chan struct{})
 	r.begin()
 	r.flight, r.flightAt = ch, req.at
-	r.calling.Store(true)
 	r.end()
 	r.mu.Unlock()
 	res, err := a.s.lend(ctx, r.key, r.p, req.lendRequest)
 	r.mu.Lock()
 	r.begin()
-	r.calling.Store(false)
 	r.flight = nil
 	r.end()
 	close(ch)

@@ -298,14 +298,7 @@ func TestAllowanceSizedInCostUnits(t *testing.T) {
 // waits until the lock is let go.
 func TestAllowanceDecisionsSkipShardLock(t *testing.T) {
 	ctx := context.Background()
-	clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
-	lease := time.Second
-	s := leasedStores(t, clock, 1, lease)[0]
-	p := limit.TokenBucket(1000, limit.PerSecond(1000))
-	warm(t, clock, []*redislimit.Store{s}, "hot", p, lease)
-	if dec, err := s.AllowN(ctx, "hot", p, 1); err != nil || !dec.Allowed {
-		t.Fatalf("first decision on the hot key: %+v, %v", dec, err)
-	}
+	s, p := hotKeyStore(t)
 	if keys, units := s.HeldForTest(); keys != 1 || units == 0 {
 		t.Fatalf("after warming: %d allowances holding %d units, want 1 holding some", keys, units)
 	}
@@ -373,14 +366,7 @@ func waitsForLock(t *testing.T, unlock func(), what string, decide func() error)
 // decisions.
 func TestAllowanceDecisionsSkipRecordLock(t *testing.T) {
 	ctx := context.Background()
-	clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
-	lease := time.Second
-	s := leasedStores(t, clock, 1, lease)[0]
-	p := limit.TokenBucket(1000, limit.PerSecond(1000))
-	warm(t, clock, []*redislimit.Store{s}, "hot", p, lease)
-	if dec, err := s.AllowN(ctx, "hot", p, 1); err != nil || !dec.Allowed {
-		t.Fatalf("first decision on the hot key: %+v, %v", dec, err)
-	}
+	s, p := hotKeyStore(t)
 	_, units := s.HeldForTest()
 	if units < 2 {
 		t.Fatalf("after warming the allowance holds %d units, want 2 or more", units)
@@ -466,6 +452,21 @@ func TestAllowanceDecisionsSkipRecordLock(t *testing.T) {
 		_, err := s.AllowN(ctx, "hot", p, p.Limit)
 		return err
 	})
+}
+
+// hotKeyStore returns a store (fake clock, 1-s leases) whose key "hot"
+// under the returned policy has an allowance, after one decision from it.
+func hotKeyStore(t *testing.T) (*redislimit.Store, limit.Policy) {
+	t.Helper()
+	clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
+	lease := time.Second
+	s := leasedStores(t, clock, 1, lease)[0]
+	p := limit.TokenBucket(1000, limit.PerSecond(1000))
+	warm(t, clock, []*redislimit.Store{s}, "hot", p, lease)
+	if dec, err := s.AllowN(context.Background(), "hot", p, 1); err != nil || !dec.Allowed {
+		t.Fatalf("first decision on the hot key: %+v, %v", dec, err)
+	}
+	return s, p
 }
 
 // sameShardKey returns a key other than key whose allowance would be in
