@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/costwise/batcher/limit"
 )
@@ -78,8 +79,9 @@ func (s *Store) AllowanceStats() AllowanceStats {
 	if s.lent != nil {
 		for i := range s.lent.shards {
 			sh := &s.lent.shards[i]
-			st.Local += sh.local.Load()
-			st.ColdLocal += sh.coldLocal.Load()
+			cold := sh.coldLocal.Load()
+			st.Local += sh.local.Load() + cold
+			st.ColdLocal += cold
 		}
 	}
 	return st
@@ -95,6 +97,7 @@ func (s *Store) coldLeases() int64 {
 
 // allowances are a store's local allowances.
 type allowances struct {
+	shards [shardCount]allowShard // first: see allowShard
 	s      *Store
 	stats  *counters
 	holder string
@@ -102,10 +105,10 @@ type allowances struct {
 	period time.Duration // half a lease: the renewal period
 	max    int64
 
+	anchor     time.Time    // see now
 	count      atomic.Int64 // records
 	coldLeases coldState    // lease 0: none
 	closed     atomic.Bool
-	shards     [shardCount]allowShard
 	nudge      chan *allowance // records whose remainder ran low
 	stop       chan struct{}
 
@@ -115,23 +118,41 @@ type allowances struct {
 	wg      sync.WaitGroup
 }
 
+// allowShard is a part of the allowances, picked by a hash of the key. Its
+// fields fall in three cache lines of their own: what the shard's lock
+// guards (written by every decision that takes it), the hot map (read by
+// every decision, written seldom) and the count of the hot keys' decisions
+// (written by those that take no lock), so that decisions on one core do
+// not evict from the other's cache what they only read.
 type allowShard struct {
 	mu   sync.Mutex
 	recs map[string]*allowance // by Redis key
-	// hot is a copy of recs that decisions read without mu: replaced
-	// (under mu) whenever recs changes, never written after, so that a
-	// hot key's decisions do not queue on the shard's lock behind one
-	// another and every other key of the shard.
-	hot  atomic.Pointer[map[string]*allowance]
 	heat map[string]heat       // keys without a record
 	cold map[string]*coldLease // cold leases (Options.ColdLease), by Redis key
 	// sweptAt is when cold was last rid of leases past their deadline.
 	sweptAt time.Time
-	// The decisions answered from the shard's allowances and cold leases
-	// (AllowanceStats.Local, ColdLocal), counted apart from the other
-	// shards' so that decisions on different keys write no common line.
-	local, coldLocal atomic.Int64
+	// coldLocal is the decisions the shard's cold leases answered
+	// (AllowanceStats.ColdLocal), counted under mu.
+	coldLocal atomic.Int64
+	_         [64 - (8+8+8+8+24+8)%64]byte
+
+	// hot is a copy of recs that decisions read without mu: replaced
+	// (under mu) whenever recs changes, never written after, so that a
+	// hot key's decisions do not queue on the shard's lock behind one
+	// another and every other key of the shard.
+	hot atomic.Pointer[map[string]*allowance]
+	_   [56]byte
+
+	// local is the decisions the shard's allowances answered, counted
+	// apart from the other shards' so that decisions on different keys
+	// write no common line (AllowanceStats.Local, with coldLocal).
+	local atomic.Int64
+	_     [56]byte
 }
+
+// The shards start on a cache line (they open allowances, which is larger
+// than a page) and each fills whole lines.
+var _ [0]struct{} = [unsafe.Sizeof(allowShard{}) % 64]struct{}{}
 
 // heat is how busy a key without an allowance has been, by period.
 type heat struct {
@@ -286,7 +307,7 @@ func newAllowances(s *Store, lease time.Duration, max int) *allowances {
 	_, _ = rand.Read(id[:]) // never fails (crypto/rand)
 	a := &allowances{s: s, stats: &s.stats, holder: base32.HexEncoding.WithPadding(base32.NoPadding).EncodeToString(id[:]),
 		lease: lease, period: lease / 2, max: int64(max), nudge: make(chan *allowance, nudgeQueue),
-		stop: make(chan struct{})}
+		stop: make(chan struct{}), anchor: time.Now()}
 	for i := range a.shards {
 		a.shards[i].recs = map[string]*allowance{}
 		a.shards[i].heat = map[string]heat{}
@@ -319,11 +340,15 @@ func (a *allowances) idle() bool {
 	return true
 }
 
+// now is the store's clock, or the wall clock when the allowances were
+// made plus the monotonic time since: a decision reads one clock where
+// time.Now reads two (on virtual machines, a good part of a local
+// decision's cost), and local times never go back.
 func (a *allowances) now() time.Time {
 	if a.s.clock != nil {
 		return a.s.clock.Now()
 	}
-	return time.Now()
+	return a.anchor.Add(time.Since(a.anchor))
 }
 
 func (a *allowances) shard(rk string) *allowShard { return shardOf(a, rk) }

@@ -2,9 +2,13 @@ package redislimit
 
 import (
 	"context"
+	"maps"
 	"math"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/costwise/batcher/limit"
 )
@@ -45,6 +49,8 @@ const (
 	// coldRenewals bounds the early renewals in flight at once (a
 	// goroutine each).
 	coldRenewals = 512
+	// coldPolicies bounds the policies leases share (see coldPolicy).
+	coldPolicies = 1024
 )
 
 // lendAsk is the lend carried by a one-trip decision of allow.lua.
@@ -62,22 +68,80 @@ type lendGrant struct {
 }
 
 // coldLease is a cold lease held by this store; its shard's mutex guards it.
+// A store may hold hundreds of thousands, far more than the caches do, so
+// a decision's cost is mostly the cache lines it loads: a lease is three
+// lines, 64-byte aligned (its size class is a multiple of 64), and a spend
+// reads the first two only: the Redis key (the map compares it; most keys
+// fit in kb) and the fields a spend reads and writes.
 type coldLease struct {
-	p         limit.Policy
-	rk, key   string
-	closing   chan struct{} // closed once Close has given the lease back
-	renewing  chan struct{} // closed once the early renewal in flight is answered
-	renewAt   time.Time     // no early renewal before it
-	seq       int64
-	granted   int64
+	kb       [coldKeyBytes]byte // rk when it fits
+	renewing chan struct{}      // closed once the early renewal in flight is answered
+	closing  chan struct{}      // closed once Close has given the lease back
+
 	remaining int64
 	used      int64
-	deadline  time.Time // local; nothing is spent at or after it
-	sent      time.Time // local time the granting call was sent
-	server    int64     // the server's µs of that call
-	lastSpend time.Time
+	granted   int64
+	deadline  int64 // local Unix ns; nothing is spent at or after it
+	lastSpend int64 // local Unix ns
 	srvRemain int64
 	reset     time.Duration
+	p         *limit.Policy // shared by the leases of equal policies
+
+	renewAt int64 // local Unix ns; no early renewal before it
+	seq     int64
+	sent    int64 // local Unix ns the granting call was sent
+	server  int64 // the server's µs of that call
+	rk, key string
+}
+
+// coldKeyBytes is the longest Redis key a cold lease holds within itself.
+const coldKeyBytes = 48
+
+// The lease fills whole cache lines (see coldLease).
+var _ [0]struct{} = [unsafe.Sizeof(coldLease{}) % 64]struct{}{}
+
+// newColdLease returns a lease of the Redis key rk, made of the Request
+// key key under p, with rk, and key within it, in the lease itself when
+// they fit.
+func (a *allowances) newColdLease(rk, key string, p limit.Policy) *coldLease {
+	c := &coldLease{p: a.coldPolicy(p), rk: rk, key: key}
+	if len(rk) <= len(c.kb) {
+		copy(c.kb[:], rk)
+		c.rk = unsafe.String(&c.kb[0], len(rk))
+	}
+	if i := strings.Index(c.rk, key); i >= 0 {
+		c.key = c.rk[i : i+len(key)] // rk holds the key (see appendKey)
+	}
+	return c
+}
+
+// coldPolicy returns the policy equal to p that the store's leases share.
+// The policies a store's callers use are few; should they be many, the
+// table is begun again (leases keep the policy they have).
+func (a *allowances) coldPolicy(p limit.Policy) *limit.Policy {
+	if m := a.coldLeases.policies.Load(); m != nil {
+		if q := (*m)[p]; q != nil {
+			return q
+		}
+	}
+	a.coldLeases.pmu.Lock()
+	defer a.coldLeases.pmu.Unlock()
+	var m map[limit.Policy]*limit.Policy
+	if old := a.coldLeases.policies.Load(); old != nil {
+		if q := (*old)[p]; q != nil {
+			return q
+		}
+		if len(*old) < coldPolicies {
+			m = maps.Clone(*old)
+		}
+	}
+	if m == nil {
+		m = map[limit.Policy]*limit.Policy{}
+	}
+	q := &p
+	m[p] = q
+	a.coldLeases.policies.Store(&m)
+	return q
 }
 
 // coldState is the allowances' cold leases: lease length, cap and count.
@@ -87,6 +151,10 @@ type coldState struct {
 	count atomic.Int64
 	// slots holds a token per early renewal in flight; Close fills it.
 	slots chan struct{}
+	// policies holds the policies of leases (see coldPolicy); copied on
+	// write under pmu.
+	policies atomic.Pointer[map[limit.Policy]*limit.Policy]
+	pmu      sync.Mutex
 }
 
 // getOrSpendCold is get and, when the key has no allowance, spendColdLocked,
@@ -123,7 +191,8 @@ func (a *allowances) spendColdLocked(ctx context.Context, sh *allowShard, rkb []
 		}
 	}()
 	now := a.now()
-	for c != nil && c.renewing != nil && (c.remaining < cost || !now.Before(c.deadline)) {
+	ns := now.UnixNano()
+	for c != nil && c.renewing != nil && (c.remaining < cost || ns >= c.deadline) {
 		// Its renewal brings units and time (or ends the lease) in a round
 		// trip; ending the lease here as well would race with it.
 		ch := c.renewing
@@ -137,6 +206,7 @@ func (a *allowances) spendColdLocked(ctx context.Context, sh *allowShard, rkb []
 			return limit.Decision{}, false, lendAsk{} // the one-trip path answers with ctx's error
 		}
 		now = a.now()
+		ns = now.UnixNano()
 		c = sh.cold[string(rkb)]
 	}
 	if c != nil && c.closing != nil {
@@ -151,11 +221,10 @@ func (a *allowances) spendColdLocked(ctx context.Context, sh *allowShard, rkb []
 		sh.mu.Lock()
 		return limit.Decision{}, false, lendAsk{}
 	}
-	if c != nil && c.p == p && c.remaining >= cost && now.Before(c.deadline) {
+	if c != nil && c.remaining >= cost && ns < c.deadline && *c.p == p {
 		c.remaining -= cost
 		c.used += cost
-		c.lastSpend = now
-		sh.local.Add(1)
+		c.lastSpend = ns
 		sh.coldLocal.Add(1)
 		dec = limit.Decision{Allowed: true, Limit: p.Limit, Remaining: c.remaining + c.srvRemain,
 			ResetAfter: c.reset, Policy: p.Name}
@@ -175,7 +244,7 @@ func (a *allowances) spendColdLocked(ctx context.Context, sh *allowShard, rkb []
 	if c != nil {
 		delete(sh.cold, c.rk)
 		a.coldLeases.count.Add(-1)
-		if now.Before(c.deadline) {
+		if ns < c.deadline {
 			ask.seq, ask.used, ask.held = c.seq, c.used, c.remaining
 			ask.spentAt = a.coldSpentAt(c)
 		} else {
@@ -201,7 +270,7 @@ func (a *allowances) spendColdLocked(ctx context.Context, sh *allowShard, rkb []
 func (a *allowances) coldWant(c *coldLease, p limit.Policy, now time.Time, cost int64) int64 {
 	want := coldFirst * max(cost, 1)
 	if c != nil {
-		el := max(now.Sub(c.sent), time.Millisecond)
+		el := max(time.Duration(now.UnixNano()-c.sent), time.Millisecond)
 		rate := float64(c.granted-c.remaining) / el.Seconds()
 		want = max(int64(math.Ceil(rate*a.coldLeases.lease.Seconds()*coldFill)), want)
 	}
@@ -217,11 +286,13 @@ func (a *allowances) coldWant(c *coldLease, p limit.Policy, now time.Time, cost 
 // call. No slot free, or a lease that may not be renewed, leaves c to run
 // out: its next decision goes one-trip.
 func (a *allowances) renewColdEarly(c *coldLease, now time.Time) (ask lendAsk, start bool) {
-	if c.renewing != nil || c.closing != nil || a.closed.Load() || now.Before(c.renewAt) ||
-		(c.remaining*4 >= c.granted && c.deadline.Sub(now) >= a.coldLeases.lease/8) {
+	ns := now.UnixNano()
+	if c.renewing != nil || c.closing != nil ||
+		(c.remaining*4 >= c.granted && time.Duration(c.deadline-ns) >= a.coldLeases.lease/8) ||
+		ns < c.renewAt || a.closed.Load() {
 		return ask, false
 	}
-	want := a.coldWant(c, c.p, now, 1)
+	want := a.coldWant(c, *c.p, now, 1)
 	if want <= 0 {
 		return ask, false
 	}
@@ -244,7 +315,7 @@ func (a *allowances) renewCold(c *coldLease, ask lendAsk) {
 	defer func() { <-a.coldLeases.slots }()
 	sent := a.now()
 	ctx, cancel := context.WithTimeout(context.Background(), max(a.period, time.Second))
-	dec, g, err := a.s.allowFast(ctx, limit.Request{Key: c.key, Policy: c.p}, ask)
+	dec, g, err := a.s.allowFast(ctx, limit.Request{Key: c.key, Policy: *c.p}, ask)
 	cancel()
 	a.stats.coldRenewals.Add(1)
 	sh := a.shard(c.rk)
@@ -257,7 +328,7 @@ func (a *allowances) renewCold(c *coldLease, ask lendAsk) {
 	case err != nil:
 		// The spends are reported again by a later call (charged twice if
 		// this one was applied: a loss, never an over-admission).
-		c.renewAt = sent.Add(a.coldLeases.lease / 16)
+		c.renewAt = sent.Add(a.coldLeases.lease / 16).UnixNano()
 	case g.seq == 0:
 		a.stats.expired.Add(c.remaining)
 		c.remaining = 0
@@ -268,15 +339,21 @@ func (a *allowances) renewCold(c *coldLease, ask lendAsk) {
 	case g.granted == 0:
 		// Kept as it was (the key is nearer its limit): spend it out.
 		c.used -= ask.used
-		c.renewAt = sent.Add(a.coldLeases.lease / 16)
+		c.renewAt = sent.Add(a.coldLeases.lease / 16).UnixNano()
 	default:
 		a.stats.lent.Add(g.granted)
 		c.used -= ask.used
 		c.seq, c.remaining = g.seq, c.remaining+g.granted
 		c.granted = c.remaining
-		c.deadline = sent.Add(a.coldLeases.lease - max(time.Millisecond, a.coldLeases.lease/1000))
-		c.sent, c.server, c.srvRemain, c.reset = sent, g.now, dec.Remaining, dec.ResetAfter
+		c.deadline = a.coldDeadline(sent)
+		c.sent, c.server, c.srvRemain, c.reset = sent.UnixNano(), g.now, dec.Remaining, dec.ResetAfter
 	}
+}
+
+// coldDeadline is the local deadline of a lease granted by a call sent at
+// sent: its end less the margin of DESIGN-allowances.md 2.6.
+func (a *allowances) coldDeadline(sent time.Time) int64 {
+	return sent.Add(a.coldLeases.lease - max(time.Millisecond, a.coldLeases.lease/1000)).UnixNano()
 }
 
 // coldSpentAt returns a server time at or after c's last spend (-1 when
@@ -286,11 +363,11 @@ func (a *allowances) coldSpentAt(c *coldLease) int64 {
 		return -1
 	}
 	if a.s.clock != nil {
-		return c.lastSpend.UnixMicro()
+		return time.Unix(0, c.lastSpend).UnixMicro()
 	}
 	// The server answered after the call was sent, so this is at or after
 	// the spend's server time.
-	return c.server + ceilMicros(c.lastSpend.Sub(c.sent)) + 1
+	return c.server + ceilMicros(time.Duration(c.lastSpend-c.sent)) + 1
 }
 
 // sweepCold forgets the leases of sh whose local deadline has passed (sh
@@ -301,7 +378,7 @@ func (a *allowances) sweepCold(sh *allowShard, now time.Time) {
 	}
 	sh.sweptAt = now
 	for rk, c := range sh.cold {
-		if !now.Before(c.deadline) {
+		if now.UnixNano() >= c.deadline {
 			a.stats.expired.Add(c.remaining)
 			delete(sh.cold, rk)
 			a.coldLeases.count.Add(-1)
@@ -331,9 +408,10 @@ func (a *allowances) installCold(ctx context.Context, rk string, r limit.Request
 		return
 	}
 	a.stats.lent.Add(g.granted)
-	c := &coldLease{p: r.Policy, rk: rk, key: r.Key, seq: g.seq, granted: g.granted, remaining: g.granted,
-		deadline: sent.Add(a.coldLeases.lease - max(time.Millisecond, a.coldLeases.lease/1000)), sent: sent, server: g.now,
-		srvRemain: dec.Remaining, reset: dec.ResetAfter}
+	c := a.newColdLease(rk, r.Key, r.Policy)
+	c.seq, c.granted, c.remaining = g.seq, g.granted, g.granted
+	c.deadline, c.sent, c.server = a.coldDeadline(sent), sent.UnixNano(), g.now
+	c.srvRemain, c.reset = dec.Remaining, dec.ResetAfter
 	sh := a.shard(rk)
 	sh.mu.Lock()
 	if !a.closed.Load() && sh.cold[rk] == nil && sh.recs[rk] == nil {
@@ -352,7 +430,7 @@ func (a *allowances) installCold(ctx context.Context, rk string, r limit.Request
 // decision of cost 0 that ends the lease, so that on a single server
 // concurrent give-backs share script calls.
 func (a *allowances) giveBackCold(ctx context.Context, c *coldLease, used, held int64) error {
-	if !a.now().Before(c.deadline) {
+	if a.now().UnixNano() >= c.deadline {
 		a.stats.expired.Add(held)
 		return nil
 	}
@@ -363,7 +441,7 @@ func (a *allowances) giveBackCold(ctx context.Context, c *coldLease, used, held 
 	ctx, cancel := context.WithTimeout(ctx, max(a.period, time.Second))
 	defer cancel()
 	ask := lendAsk{seq: c.seq, used: used, spentAt: spentAt, held: held}
-	_, _, err := a.s.allowFast(ctx, limit.Request{Key: c.key, Policy: c.p}, ask)
+	_, _, err := a.s.allowFast(ctx, limit.Request{Key: c.key, Policy: *c.p}, ask)
 	a.endedCold(ask, err)
 	return err
 }

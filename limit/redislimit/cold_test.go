@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -487,6 +488,64 @@ func TestColdLeaseDecisionsDoNotAllocate(t *testing.T) {
 		}
 		if allocs != 0 {
 			t.Errorf("%s: %v allocations per decision from a cold lease, want 0", p.Name, allocs)
+		}
+	}
+}
+
+// TestColdLeaseKeysAndPolicies: a lease holds its Redis key within itself
+// when it is short and apart when not, and shares its policy with the
+// other leases of an equal one, from a table begun again past 1,024
+// policies. Keys of every shape (short, long, tagged, empty, opening with
+// a brace or a backslash) and 1,100 policies each spend from their own
+// lease, and after Close the state holds exactly their decisions.
+func TestColdLeaseKeysAndPolicies(t *testing.T) {
+	type pair struct {
+		key string
+		p   limit.Policy
+	}
+	var pairs []pair
+	base := limit.TokenBucket(1000, limit.PerHour(1))
+	for _, k := range []string{"k", strings.Repeat("long-key/", 12), "{tag}x", "", "}x", `\x`, "k2"} {
+		pairs = append(pairs, pair{k, base.Named("tb")}, pair{k, limit.GCRA(limit.PerHour(1), 1000).Named("tb")})
+	}
+	for i := range 1100 {
+		pairs = append(pairs, pair{"p", base.Named("p" + strconv.Itoa(i))})
+	}
+	clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
+	s := coldStores(t, clock, 1, time.Second, time.Minute)[0]
+	ctx := context.Background()
+	const decisions = 10
+	for round := range decisions {
+		for _, pr := range pairs {
+			dec, err := s.AllowN(ctx, pr.key, pr.p, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !dec.Allowed {
+				t.Fatalf("round %d, key %q, policy %s: refused: %+v", round, pr.key, pr.p.Name, dec)
+			}
+		}
+		clock.Advance(10 * time.Millisecond)
+	}
+	// Each pair's first decision is one-trip; the others spend from its
+	// lease, unless its early renewal found the store's 512 slots taken
+	// (the pairs renew together here) and the lease ran out.
+	st := s.AllowanceStats()
+	if st.Remote+st.ColdLocal != int64(len(pairs)*decisions) || st.ColdLeases != int64(len(pairs)) ||
+		st.ColdLocal < int64(len(pairs)*decisions/2) {
+		t.Fatalf("stats %+v: want %d decisions, most from cold leases, and %d leases held", st, len(pairs)*decisions, len(pairs))
+	}
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	plain := plainStore(t, clock, s)
+	for _, pr := range pairs {
+		got, err := plain.AllowN(ctx, pr.key, pr.p, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Remaining != 1000-decisions {
+			t.Fatalf("key %q, policy %s: after Close the state has %d free, want %d", pr.key, pr.p.Name, got.Remaining, 1000-decisions)
 		}
 	}
 }

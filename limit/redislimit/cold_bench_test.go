@@ -1,0 +1,94 @@
+package redislimit_test
+
+import (
+	"context"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/costwise/batcher/internal/redistest"
+	"github.com/costwise/batcher/limit"
+	"github.com/costwise/batcher/limit/redislimit"
+	"github.com/redis/go-redis/v9"
+)
+
+// BenchmarkColdSpend: decisions of one store on 100,000 keys, each with a
+// cold lease (far from its limit), drawn Zipf(1.1) by 32 goroutines per
+// processor after 3.2 M decisions of warm-up (every lease renewed and sized
+// from its rate); beside the memory store on the same draws. The cost of a
+// spend from a cold lease against a decision of the memory store, and the
+// early renewals a steady load sends (AllowanceStats in the log):
+//
+//	go test -run '^$' -bench ColdSpend -benchtime 5000000x ./limit/redislimit/
+func BenchmarkColdSpend(b *testing.B) {
+	srv := redistest.StartServer(b)
+	p := limit.TokenBucket(1_000_000, limit.PerSecond(1_000_000)).Named("c")
+	keys := make([]string, 100_000)
+	for i := range keys {
+		keys[i] = "k" + strconv.Itoa(i)
+	}
+	for _, mode := range []string{"cold", "memory"} {
+		b.Run(mode, func(b *testing.B) {
+			var s limit.Store
+			if mode == "memory" {
+				m, err := limit.NewMemory(limit.MemoryOptions{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				s = m
+			} else {
+				c := redis.NewClient(&redis.Options{Addr: srv.Addr(), PoolSize: 80})
+				b.Cleanup(func() { c.Close() })
+				rs, err := redislimit.New(c, redislimit.Options{Prefix: "cs" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":",
+					LocalAllowance: true, ColdLease: 30 * time.Second})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { _ = rs.Close(context.Background()) })
+				s = rs
+			}
+			for _, k := range keys {
+				if _, err := s.AllowN(context.Background(), k, p, 1); err != nil {
+					b.Fatal(err)
+				}
+			}
+			var seed atomic.Uint64
+			var wg sync.WaitGroup
+			for range 64 { // the leases renewed and sized from their rate
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					z := rand.NewZipf(rand.New(rand.NewPCG(seed.Add(1), 7)), 1.1, 1, uint64(len(keys)-1))
+					for range 50_000 {
+						if _, err := s.AllowN(context.Background(), keys[z.Uint64()], p, 1); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			if rs, ok := s.(*redislimit.Store); ok {
+				b.Logf("warm: %+v", rs.AllowanceStats())
+			}
+			b.SetParallelism(32)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				z := rand.NewZipf(rand.New(rand.NewPCG(seed.Add(1), 7)), 1.1, 1, uint64(len(keys)-1))
+				for pb.Next() {
+					if _, err := s.AllowN(context.Background(), keys[z.Uint64()], p, 1); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.StopTimer()
+			if rs, ok := s.(*redislimit.Store); ok {
+				b.Logf("%+v", rs.AllowanceStats())
+			}
+		})
+	}
+}
