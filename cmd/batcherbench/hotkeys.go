@@ -537,10 +537,29 @@ func (b *bench) hotRows(hp hotPlan, alg limit.Algorithm, cfg hotConfig, runs map
 		Values: map[string]float64{"on_p99_us": us(p99on), "on_hot_p99_us": us(histQuantile(on.hotLat, 0.99)), "on_over_50us": histAbove(on.lat, 50_000),
 			"off_p99_us": us(p99off), "memory_p99_us": us(p99mem), "memory_one_p99_us": us(p99mem1), "memory_over_50us": histAbove(mem.lat, 50_000),
 			"on_preempted_per_s": float64(on.preempted) / on.seconds, "memory_preempted_per_s": float64(mem.preempted) / mem.seconds},
-		Note: fmt.Sprintf("decisions over 50 µs (a Redis round trip): on %s, off %s, memory in each process %s; workers' CPU per decision: on %.1f µs, off %.1f µs, memory %.1f µs; workers preempted by the kernel %.0f/s on, %.0f/s memory in each process, %.0f/s in one; redis-server busy %s of a core on, %s off",
-			fmtPct(histAbove(on.lat, 50_000)), fmtPct(histAbove(off.lat, 50_000)), fmtPct(histAbove(mem.lat, 50_000)), cpuPer(on), cpuPer(off), cpuPer(mem),
+		Note: fmt.Sprintf("quantiles on / memory in each process: %s; decisions over 50 µs (a Redis round trip): on %s, off %s, memory in each process %s; workers' CPU per decision: on %.1f µs, off %.1f µs, memory %.1f µs; workers preempted by the kernel %.0f/s on, %.0f/s memory in each process, %.0f/s in one; redis-server busy %s of a core on, %s off",
+			quantiles(on.lat, mem.lat), fmtPct(histAbove(on.lat, 50_000)), fmtPct(histAbove(off.lat, 50_000)), fmtPct(histAbove(mem.lat, 50_000)), cpuPer(on), cpuPer(off), cpuPer(mem),
 			float64(on.preempted)/on.seconds, float64(mem.preempted)/mem.seconds, float64(mem1.preempted)/mem1.seconds,
 			fmtPct(on.redisCPU/on.seconds), fmtPct(off.redisCPU/off.seconds))})
+}
+
+// quantiles lists the quantiles of two latency histograms side by side,
+// where a p99 is set: the share of slow decisions and the bulk's tail.
+func quantiles(a, b []int64) string {
+	var parts []string
+	for _, q := range []float64{0.9, 0.95, 0.98, 0.99, 0.995, 0.999} {
+		parts = append(parts, fmt.Sprintf("p%s %s / %s", strconv.FormatFloat(q*100, 'f', -1, 64),
+			fmtNs(histQuantile(a, q)), fmtNs(histQuantile(b, q))))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// fmtNs prints a latency to the nanosecond under 10 µs, else as fmtDur.
+func fmtNs(d time.Duration) string {
+	if d < 10*time.Microsecond {
+		return fmt.Sprintf("%.2f µs", float64(d)/1e3)
+	}
+	return fmtDur(d)
 }
 
 func (b *bench) oneRows(hp hotPlan, alg limit.Algorithm, cfg hotConfig, runs map[string]*hotRun) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base32"
+	"hash/maphash"
 	"maps"
 	"math"
 	"sync"
@@ -106,6 +107,7 @@ type allowances struct {
 	max    int64
 
 	anchor     time.Time    // see now
+	seed       maphash.Seed // picks the shards
 	count      atomic.Int64 // records
 	coldLeases coldState    // lease 0: none
 	closed     atomic.Bool
@@ -307,7 +309,7 @@ func newAllowances(s *Store, lease time.Duration, max int) *allowances {
 	_, _ = rand.Read(id[:]) // never fails (crypto/rand)
 	a := &allowances{s: s, stats: &s.stats, holder: base32.HexEncoding.WithPadding(base32.NoPadding).EncodeToString(id[:]),
 		lease: lease, period: lease / 2, max: int64(max), nudge: make(chan *allowance, nudgeQueue),
-		stop: make(chan struct{}), anchor: time.Now()}
+		stop: make(chan struct{}), anchor: time.Now(), seed: maphash.MakeSeed()}
 	for i := range a.shards {
 		a.shards[i].recs = map[string]*allowance{}
 		a.shards[i].heat = map[string]heat{}
@@ -351,22 +353,14 @@ func (a *allowances) now() time.Time {
 	return a.anchor.Add(time.Since(a.anchor))
 }
 
-func (a *allowances) shard(rk string) *allowShard { return shardOf(a, rk) }
+// shard is the shard of the Redis key rk.
+func (a *allowances) shard(rk string) *allowShard {
+	return &a.shards[maphash.String(a.seed, rk)>>(64-shardBits)]
+}
 
-// shardOf is the shard of the Redis key rk, as a string or its bytes.
-func shardOf[K string | []byte](a *allowances, rk K) *allowShard {
-	// FNV-1a, 64 bits, mixed once more, and the part picked by the top
-	// bits: FNV's low bits depend only on the low bits of each byte's
-	// step, so keys that differ in a few characters crowd into a few
-	// parts when picked by them.
-	h := uint64(14695981039346656037)
-	for i := 0; i < len(rk); i++ {
-		h = (h ^ uint64(rk[i])) * 1099511628211
-	}
-	h ^= h >> 33
-	h *= 0xff51afd7ed558ccd
-	h ^= h >> 33
-	return &a.shards[h>>(64-shardBits)]
+// shardOf is shard of a key's bytes.
+func (a *allowances) shardOf(rkb []byte) *allowShard {
+	return &a.shards[maphash.Bytes(a.seed, rkb)>>(64-shardBits)]
 }
 
 // get returns key's allowance under rk, making one when the key has become
@@ -374,7 +368,7 @@ func shardOf[K string | []byte](a *allowances, rk K) *allowShard {
 // answered count towards heat (see warm): calls that gave up, on a frozen
 // or unreachable server, never make a key hot.
 func (a *allowances) get(rkb []byte, key string, p limit.Policy) *allowance {
-	sh := shardOf(a, rkb)
+	sh := a.shardOf(rkb)
 	if r := sh.held(rkb); r != nil {
 		return r
 	}

@@ -163,7 +163,7 @@ type coldState struct {
 // is kept only for a key without an allowance, and its decisions do not
 // warm it), so its decision looks up the lease alone.
 func (a *allowances) getOrSpendCold(ctx context.Context, rkb []byte, key string, p limit.Policy, cost int64) (r *allowance, dec limit.Decision, ok bool, ask lendAsk) {
-	sh := shardOf(a, rkb)
+	sh := a.shardOf(rkb)
 	if r := sh.held(rkb); r != nil {
 		return r, dec, false, ask
 	}
