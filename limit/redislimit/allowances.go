@@ -130,13 +130,13 @@ type allowShard struct {
 	mu   sync.Mutex
 	recs map[string]*allowance // by Redis key
 	heat map[string]heat       // keys without a record
-	cold map[string]*coldLease // cold leases (Options.ColdLease), by Redis key
+	cold coldTable             // cold leases (Options.ColdLease), by Redis key
 	// sweptAt is when cold was last rid of leases past their deadline.
 	sweptAt time.Time
 	// coldLocal is the decisions the shard's cold leases answered
 	// (AllowanceStats.ColdLocal), counted under mu.
 	coldLocal atomic.Int64
-	_         [64 - (8+8+8+8+24+8)%64]byte
+	_         [64 - (8+8+8+40+24+8)%64]byte
 
 	// hot is a copy of recs that decisions read without mu: replaced
 	// (under mu) whenever recs changes, never written after, so that a
@@ -313,7 +313,6 @@ func newAllowances(s *Store, lease time.Duration, max int) *allowances {
 	for i := range a.shards {
 		a.shards[i].recs = map[string]*allowance{}
 		a.shards[i].heat = map[string]heat{}
-		a.shards[i].cold = map[string]*coldLease{}
 	}
 	return a
 }
@@ -354,14 +353,18 @@ func (a *allowances) now() time.Time {
 }
 
 // shard is the shard of the Redis key rk.
-func (a *allowances) shard(rk string) *allowShard {
-	return &a.shards[maphash.String(a.seed, rk)>>(64-shardBits)]
-}
+func (a *allowances) shard(rk string) *allowShard { return a.shardAt(a.hash(rk)) }
 
 // shardOf is shard of a key's bytes.
 func (a *allowances) shardOf(rkb []byte) *allowShard {
-	return &a.shards[maphash.Bytes(a.seed, rkb)>>(64-shardBits)]
+	return a.shardAt(maphash.Bytes(a.seed, rkb))
 }
+
+// hash is the hash of the Redis key rk that picks its shard and its slot
+// in the shard's cold leases.
+func (a *allowances) hash(rk string) uint64 { return maphash.String(a.seed, rk) }
+
+func (a *allowances) shardAt(h uint64) *allowShard { return &a.shards[h>>(64-shardBits)] }
 
 // get returns key's allowance under rk, making one when the key has become
 // hot, or nil: the decision takes the one-trip path. Only decisions
@@ -449,7 +452,7 @@ func (a *allowances) warm(rk string, cost int64, d limit.Decision) {
 		}
 		return
 	}
-	if sh.cold[rk] != nil || a.closed.Load() {
+	if sh.cold.get(a.hash(rk), rk) != nil || a.closed.Load() {
 		return // decided here, not one-trip
 	}
 	idx := now.UnixNano() / int64(a.period)
@@ -1173,10 +1176,10 @@ func (a *allowances) kill() (held int64) {
 		}
 		clear(sh.recs)
 		sh.publish()
-		for _, c := range sh.cold {
+		sh.cold.each(func(c *coldLease) bool {
 			held += c.remaining
-		}
-		clear(sh.cold)
+			return true
+		})
 		sh.mu.Unlock()
 	}
 	return held

@@ -2,6 +2,7 @@ package redislimit
 
 import (
 	"context"
+	"hash/maphash"
 	"maps"
 	"math"
 	"strings"
@@ -71,10 +72,12 @@ type lendGrant struct {
 // A store may hold hundreds of thousands, far more than the caches do, so
 // a decision's cost is mostly the cache lines it loads: a lease is three
 // lines, 64-byte aligned (its size class is a multiple of 64), and a spend
-// reads the first two only: the Redis key (the map compares it; most keys
-// fit in kb) and the fields a spend reads and writes.
+// reads the first two only: the Redis key and its length (the table
+// compares them; most keys fit in kb) and the fields a spend reads and
+// writes.
 type coldLease struct {
 	kb       [coldKeyBytes]byte // rk when it fits
+	kn       uint8              // rk's length plus one when it is in kb, else 0
 	renewing chan struct{}      // closed once the early renewal in flight is answered
 	closing  chan struct{}      // closed once Close has given the lease back
 
@@ -95,7 +98,7 @@ type coldLease struct {
 }
 
 // coldKeyBytes is the longest Redis key a cold lease holds within itself.
-const coldKeyBytes = 48
+const coldKeyBytes = 47
 
 // The lease fills whole cache lines (see coldLease).
 var _ [0]struct{} = [unsafe.Sizeof(coldLease{}) % 64]struct{}{}
@@ -104,11 +107,8 @@ var _ [0]struct{} = [unsafe.Sizeof(coldLease{}) % 64]struct{}{}
 // key key under p, with rk, and key within it, in the lease itself when
 // they fit.
 func (a *allowances) newColdLease(rk, key string, p limit.Policy) *coldLease {
-	c := &coldLease{p: a.coldPolicy(p), rk: rk, key: key}
-	if len(rk) <= len(c.kb) {
-		copy(c.kb[:], rk)
-		c.rk = unsafe.String(&c.kb[0], len(rk))
-	}
+	c := &coldLease{p: a.coldPolicy(p), key: key}
+	c.setKey(rk)
 	if i := strings.Index(c.rk, key); i >= 0 {
 		c.key = c.rk[i : i+len(key)] // rk holds the key (see appendKey)
 	}
@@ -163,19 +163,21 @@ type coldState struct {
 // is kept only for a key without an allowance, and its decisions do not
 // warm it), so its decision looks up the lease alone.
 func (a *allowances) getOrSpendCold(ctx context.Context, rkb []byte, key string, p limit.Policy, cost int64) (r *allowance, dec limit.Decision, ok bool, ask lendAsk) {
-	sh := a.shardOf(rkb)
+	h := maphash.Bytes(a.seed, rkb)
+	sh := a.shardAt(h)
 	if r := sh.held(rkb); r != nil {
 		return r, dec, false, ask
 	}
+	rk := unsafe.String(&rkb[0], len(rkb)) // for lookups only: rkb is the caller's buffer
 	sh.mu.Lock()
-	c := sh.cold[string(rkb)]
+	c := sh.cold.get(h, rk)
 	if c == nil {
 		if r := a.getLocked(sh, rkb, key, p); r != nil {
 			sh.mu.Unlock()
 			return r, dec, false, ask
 		}
 	}
-	dec, ok, ask = a.spendColdLocked(ctx, sh, rkb, c, p, cost)
+	dec, ok, ask = a.spendColdLocked(ctx, sh, h, rk, c, p, cost)
 	return nil, dec, ok, ask
 }
 
@@ -183,7 +185,7 @@ func (a *allowances) getOrSpendCold(ctx context.Context, rkb []byte, key string,
 // if it has the units (ok true). Otherwise it returns the lend the one-trip
 // decision should carry: the end of the lease it had, if any, and a new one.
 // It is called with sh.mu held, and lets it go.
-func (a *allowances) spendColdLocked(ctx context.Context, sh *allowShard, rkb []byte, c *coldLease, p limit.Policy, cost int64) (dec limit.Decision, ok bool, ask lendAsk) {
+func (a *allowances) spendColdLocked(ctx context.Context, sh *allowShard, h uint64, rk string, c *coldLease, p limit.Policy, cost int64) (dec limit.Decision, ok bool, ask lendAsk) {
 	unlocked := false
 	defer func() {
 		if !unlocked {
@@ -207,7 +209,7 @@ func (a *allowances) spendColdLocked(ctx context.Context, sh *allowShard, rkb []
 		}
 		now = a.now()
 		ns = now.UnixNano()
-		c = sh.cold[string(rkb)]
+		c = sh.cold.get(h, rk)
 	}
 	if c != nil && c.closing != nil {
 		// Close is giving the units back: the one-trip path answers once
@@ -242,7 +244,7 @@ func (a *allowances) spendColdLocked(ctx context.Context, sh *allowShard, rkb []
 	}
 	want := a.coldWant(c, p, now, cost)
 	if c != nil {
-		delete(sh.cold, c.rk)
+		sh.cold.del(h, c.rk)
 		a.coldLeases.count.Add(-1)
 		if ns < c.deadline {
 			ask.seq, ask.used, ask.held = c.seq, c.used, c.remaining
@@ -318,7 +320,8 @@ func (a *allowances) renewCold(c *coldLease, ask lendAsk) {
 	dec, g, err := a.s.allowFast(ctx, limit.Request{Key: c.key, Policy: *c.p}, ask)
 	cancel()
 	a.stats.coldRenewals.Add(1)
-	sh := a.shard(c.rk)
+	h := a.hash(c.rk)
+	sh := a.shardAt(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	ch := c.renewing
@@ -332,8 +335,8 @@ func (a *allowances) renewCold(c *coldLease, ask lendAsk) {
 	case g.seq == 0:
 		a.stats.expired.Add(c.remaining)
 		c.remaining = 0
-		if sh.cold[c.rk] == c {
-			delete(sh.cold, c.rk)
+		if sh.cold.get(h, c.rk) == c {
+			sh.cold.del(h, c.rk)
 			a.coldLeases.count.Add(-1)
 		}
 	case g.granted == 0:
@@ -348,6 +351,24 @@ func (a *allowances) renewCold(c *coldLease, ask lendAsk) {
 		c.deadline = a.coldDeadline(sent)
 		c.sent, c.server, c.srvRemain, c.reset = sent.UnixNano(), g.now, dec.Remaining, dec.ResetAfter
 	}
+}
+
+// setKey makes rk the Redis key of c, within c when it fits.
+func (c *coldLease) setKey(rk string) {
+	c.rk = rk
+	if len(rk) > 0 && len(rk) <= len(c.kb) {
+		c.kn = uint8(copy(c.kb[:], rk) + 1)
+		c.rk = unsafe.String(&c.kb[0], len(rk))
+	}
+}
+
+// is reports whether c is the lease of the Redis key rk, reading the
+// lease's first cache line alone when the key fits in it.
+func (c *coldLease) is(rk string) bool {
+	if c.kn > 0 {
+		return int(c.kn)-1 == len(rk) && string(c.kb[:c.kn-1]) == rk
+	}
+	return c.rk == rk
 }
 
 // coldDeadline is the local deadline of a lease granted by a call sent at
@@ -377,13 +398,15 @@ func (a *allowances) sweepCold(sh *allowShard, now time.Time) {
 		return // swept a moment ago: a full store stays full until leases end
 	}
 	sh.sweptAt = now
-	for rk, c := range sh.cold {
-		if now.UnixNano() >= c.deadline {
-			a.stats.expired.Add(c.remaining)
-			delete(sh.cold, rk)
-			a.coldLeases.count.Add(-1)
+	ns := now.UnixNano()
+	sh.cold.each(func(c *coldLease) bool {
+		if ns < c.deadline {
+			return false
 		}
-	}
+		a.stats.expired.Add(c.remaining)
+		a.coldLeases.count.Add(-1)
+		return true
+	})
 }
 
 // endedCold counts the answer to a call that carried ask: the lease it
@@ -412,11 +435,12 @@ func (a *allowances) installCold(ctx context.Context, rk string, r limit.Request
 	c.seq, c.granted, c.remaining = g.seq, g.granted, g.granted
 	c.deadline, c.sent, c.server = a.coldDeadline(sent), sent.UnixNano(), g.now
 	c.srvRemain, c.reset = dec.Remaining, dec.ResetAfter
-	sh := a.shard(rk)
+	h := a.hash(rk)
+	sh := a.shardAt(h)
 	sh.mu.Lock()
-	if !a.closed.Load() && sh.cold[rk] == nil && sh.recs[rk] == nil {
+	if !a.closed.Load() && sh.cold.get(h, rk) == nil && sh.recs[rk] == nil {
 		delete(sh.heat, rk) // decided here from now on, not one-trip
-		sh.cold[rk] = c
+		sh.cold.put(h, c)
 		a.coldLeases.count.Add(1)
 		sh.mu.Unlock()
 		return
@@ -448,9 +472,10 @@ func (a *allowances) giveBackCold(ctx context.Context, c *coldLease, used, held 
 
 // dropCold takes rk's cold lease out of the store and ends it in Redis.
 func (a *allowances) dropCold(ctx context.Context, rk string) error {
-	sh := a.shard(rk)
+	h := a.hash(rk)
+	sh := a.shardAt(h)
 	sh.mu.Lock()
-	c := sh.cold[rk]
+	c := sh.cold.get(h, rk)
 	for c != nil && c.renewing != nil {
 		// Ended after its renewal, which may change its seq.
 		ch := c.renewing
@@ -461,10 +486,10 @@ func (a *allowances) dropCold(ctx context.Context, rk string) error {
 			return ctx.Err()
 		}
 		sh.mu.Lock()
-		c = sh.cold[rk]
+		c = sh.cold.get(h, rk)
 	}
 	if c != nil {
-		delete(sh.cold, rk)
+		sh.cold.del(h, rk)
 		a.coldLeases.count.Add(-1)
 	}
 	sh.mu.Unlock()
@@ -483,9 +508,10 @@ func (a *allowances) closeCold(ctx context.Context) error {
 	for i := range a.shards {
 		sh := &a.shards[i]
 		sh.mu.Lock()
-		for _, c := range sh.cold {
+		sh.cold.each(func(c *coldLease) bool {
 			leases = append(leases, c)
-		}
+			return false
+		})
 		sh.mu.Unlock()
 	}
 	return parallel(len(leases), coldCloseWorkers, func(i int) error { return a.closeOne(ctx, leases[i]) })
@@ -504,9 +530,10 @@ func (a *allowances) waitColdRenewals() {
 
 // closeOne gives c back for Close; spends stop while it does.
 func (a *allowances) closeOne(ctx context.Context, c *coldLease) error {
-	sh := a.shard(c.rk)
+	h := a.hash(c.rk)
+	sh := a.shardAt(h)
 	sh.mu.Lock()
-	if sh.cold[c.rk] != c {
+	if sh.cold.get(h, c.rk) != c {
 		sh.mu.Unlock()
 		return nil
 	}
@@ -517,8 +544,8 @@ func (a *allowances) closeOne(ctx context.Context, c *coldLease) error {
 	sh.mu.Unlock()
 	err := a.giveBackCold(ctx, c, used, held)
 	sh.mu.Lock()
-	if sh.cold[c.rk] == c {
-		delete(sh.cold, c.rk)
+	if sh.cold.get(h, c.rk) == c {
+		sh.cold.del(h, c.rk)
 		a.coldLeases.count.Add(-1)
 	}
 	sh.mu.Unlock()

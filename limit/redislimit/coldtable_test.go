@@ -1,0 +1,80 @@
+package redislimit
+
+import (
+	"hash/maphash"
+	"math/rand/v2"
+	"strconv"
+	"testing"
+)
+
+// TestColdTableMatchesMap runs random puts, deletes, lookups and sweeps on a
+// coldTable and on a Go map side by side: the table holds what the map
+// holds, its array stays at most three quarters full, and shrinks once few
+// leases are left.
+func TestColdTableMatchesMap(t *testing.T) {
+	seed := maphash.MakeSeed()
+	rng := rand.New(rand.NewPCG(1, 2))
+	var tab coldTable
+	model := map[string]*coldLease{}
+	key := func() string { return "k" + strconv.Itoa(rng.IntN(3000)) }
+	for step := range 200_000 {
+		rk := key()
+		h := maphash.String(seed, rk)
+		switch op := rng.IntN(10); {
+		case op < 5:
+			if model[rk] == nil {
+				c := &coldLease{}
+				c.setKey(rk)
+				tab.put(h, c)
+				model[rk] = c
+			}
+		case op < 8:
+			tab.del(h, rk)
+			delete(model, rk)
+		case op < 9:
+			if got := tab.get(h, rk); got != model[rk] {
+				t.Fatalf("step %d: get %q = %p, want %p", step, rk, got, model[rk])
+			}
+		default:
+			// A sweep that removes a tenth of the keys.
+			tab.each(func(c *coldLease) bool {
+				if rng.IntN(10) == 0 {
+					delete(model, c.rk)
+					return true
+				}
+				return false
+			})
+		}
+		if tab.n != len(model) {
+			t.Fatalf("step %d: table holds %d, map %d", step, tab.n, len(model))
+		}
+		if (tab.n+tab.tombs)*4 > len(tab.s)*3 {
+			t.Fatalf("step %d: %d leases and %d tombstones in %d slots", step, tab.n, tab.tombs, len(tab.s))
+		}
+	}
+	for rk, c := range model {
+		if got := tab.get(maphash.String(seed, rk), rk); got != c {
+			t.Fatalf("get %q = %p, want %p", rk, got, c)
+		}
+	}
+	seen := 0
+	tab.each(func(*coldLease) bool { seen++; return false })
+	if seen != len(model) {
+		t.Fatalf("each saw %d leases, want %d", seen, len(model))
+	}
+	// Emptied, the table lets its array go; nearly emptied, it shrinks.
+	for rk := range model {
+		if len(model) == 10 {
+			break
+		}
+		tab.del(maphash.String(seed, rk), rk)
+		delete(model, rk)
+	}
+	if len(tab.s) > coldTableMin*2 {
+		t.Fatalf("%d slots for %d leases", len(tab.s), tab.n)
+	}
+	tab.each(func(*coldLease) bool { return true })
+	if tab.n != 0 || tab.s != nil {
+		t.Fatalf("emptied table: %d leases, %d slots", tab.n, len(tab.s))
+	}
+}
