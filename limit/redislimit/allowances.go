@@ -440,7 +440,8 @@ func (a *allowances) warm(rk string, cost int64, d limit.Decision) {
 	if !d.Allowed && d.Reason == limit.ReasonLimited && d.RetryAfter > 0 {
 		retryAt = now.Add(d.RetryAfter)
 	}
-	sh := a.shard(rk)
+	hash := a.hash(rk)
+	sh := a.shardAt(hash)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if r := sh.recs[rk]; r != nil {
@@ -452,7 +453,7 @@ func (a *allowances) warm(rk string, cost int64, d limit.Decision) {
 		}
 		return
 	}
-	if sh.cold.get(a.hash(rk), rk) != nil || a.closed.Load() {
+	if sh.cold.get(hash, rk) != nil || a.closed.Load() {
 		return // decided here, not one-trip
 	}
 	idx := now.UnixNano() / int64(a.period)

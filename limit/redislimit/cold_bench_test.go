@@ -56,18 +56,23 @@ func BenchmarkColdSpend(b *testing.B) {
 				}
 			}
 			var seed atomic.Uint64
+			// run decides on keys drawn Zipf(1.1) while more reports true.
+			run := func(more func() bool) {
+				z := rand.NewZipf(rand.New(rand.NewPCG(seed.Add(1), 7)), 1.1, 1, uint64(len(keys)-1))
+				for more() {
+					if _, err := s.AllowN(context.Background(), keys[z.Uint64()], p, 1); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			}
 			var wg sync.WaitGroup
 			for range 64 { // the leases renewed and sized from their rate
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					z := rand.NewZipf(rand.New(rand.NewPCG(seed.Add(1), 7)), 1.1, 1, uint64(len(keys)-1))
-					for range 50_000 {
-						if _, err := s.AllowN(context.Background(), keys[z.Uint64()], p, 1); err != nil {
-							b.Error(err)
-							return
-						}
-					}
+					n := 0
+					run(func() bool { n++; return n <= 50_000 })
 				}()
 			}
 			wg.Wait()
@@ -76,15 +81,7 @@ func BenchmarkColdSpend(b *testing.B) {
 			}
 			b.SetParallelism(32)
 			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				z := rand.NewZipf(rand.New(rand.NewPCG(seed.Add(1), 7)), 1.1, 1, uint64(len(keys)-1))
-				for pb.Next() {
-					if _, err := s.AllowN(context.Background(), keys[z.Uint64()], p, 1); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
+			b.RunParallel(func(pb *testing.PB) { run(pb.Next) })
 			b.StopTimer()
 			if rs, ok := s.(*redislimit.Store); ok {
 				b.Logf("%+v", rs.AllowanceStats())
