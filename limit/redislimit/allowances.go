@@ -122,39 +122,41 @@ type allowances struct {
 
 // allowShard is a part of the allowances, picked by a hash of the key. Its
 // fields fall in three cache lines of their own: what the shard's lock
-// guards (written by every decision that takes it), the hot map (read by
-// every decision, written seldom) and the count of the hot keys' decisions
-// (written by those that take no lock), so that decisions on one core do
-// not evict from the other's cache what they only read.
+// guards (written by every decision that takes it), the hot map and the
+// cold-lease table (read by every decision, written seldom) and the counts
+// of the decisions that take no lock, so that decisions on one core do not
+// evict from the other's cache what they only read.
 type allowShard struct {
 	mu   sync.Mutex
 	recs map[string]*allowance // by Redis key
 	heat map[string]heat       // keys without a record
-	cold coldTable             // cold leases (Options.ColdLease), by Redis key
 	// sweptAt is when cold was last rid of leases past their deadline.
 	sweptAt time.Time
-	// coldLocal is the decisions the shard's cold leases answered
-	// (AllowanceStats.ColdLocal), counted under mu.
-	coldLocal atomic.Int64
-	_         [64 - (8+8+8+40+24+8)%64]byte
+	_       [64 - (8+8+8+24)%64]byte
 
 	// hot is a copy of recs that decisions read without mu: replaced
 	// (under mu) whenever recs changes, never written after, so that a
 	// hot key's decisions do not queue on the shard's lock behind one
 	// another and every other key of the shard.
-	hot atomic.Pointer[map[string]*allowance]
-	_   [56]byte
+	hot  atomic.Pointer[map[string]*allowance]
+	cold coldTable // cold leases (Options.ColdLease), by Redis key
+	_    [64 - (8+24)%64]byte
 
-	// local is the decisions the shard's allowances answered, counted
-	// apart from the other shards' so that decisions on different keys
-	// write no common line (AllowanceStats.Local, with coldLocal).
-	local atomic.Int64
-	_     [56]byte
+	// local and coldLocal are the decisions the shard's allowances and
+	// cold leases answered, counted apart from the other shards' so that
+	// decisions on different keys write no common line
+	// (AllowanceStats.Local and ColdLocal).
+	local, coldLocal atomic.Int64
+	_                [48]byte
 }
 
 // The shards start on a cache line (they open allowances, which is larger
 // than a page) and each fills whole lines.
-var _ [0]struct{} = [unsafe.Sizeof(allowShard{}) % 64]struct{}{}
+var (
+	_ [0]struct{} = [unsafe.Sizeof(allowShard{}) % 64]struct{}{}
+	_ [0]struct{} = [unsafe.Offsetof(allowShard{}.hot) % 64]struct{}{}
+	_ [0]struct{} = [unsafe.Offsetof(allowShard{}.local) % 64]struct{}{}
+)
 
 // heat is how busy a key without an allowance has been, by period.
 type heat struct {
@@ -270,15 +272,21 @@ func storeMax(x *atomic.Int64, v int64) {
 // spend takes cost from r's remainder at ns, if it holds that much, and
 // returns what is left.
 func (r *allowance) spend(ns, cost int64) (left int64, ok bool) {
+	return spendFrom(&r.avail, &r.lastSpend, ns, cost)
+}
+
+// spendFrom takes cost from the remainder avail at ns, if it holds that
+// much, with lastSpend made at least ns first, and returns what is left.
+func spendFrom(avail, lastSpend *atomic.Int64, ns, cost int64) (left int64, ok bool) {
 	for {
-		v := r.avail.Load()
+		v := avail.Load()
 		if v < cost {
 			return v, false
 		}
 		// Dated first: a report that counts the spend is never dated
 		// before it.
-		storeMax(&r.lastSpend, ns)
-		if r.avail.CompareAndSwap(v, v-cost) {
+		storeMax(lastSpend, ns)
+		if avail.CompareAndSwap(v, v-cost) {
 			return v - cost, true
 		}
 	}
@@ -1178,7 +1186,8 @@ func (a *allowances) kill() (held int64) {
 		clear(sh.recs)
 		sh.publish()
 		sh.cold.each(func(c *coldLease) bool {
-			held += c.remaining
+			_, left := c.end()
+			held += left
 			return true
 		})
 		sh.mu.Unlock()

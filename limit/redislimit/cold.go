@@ -68,7 +68,12 @@ type lendGrant struct {
 	now          int64 // the server's µs of the call
 }
 
-// coldLease is a cold lease held by this store; its shard's mutex guards it.
+// coldLease is a cold lease held by this store. A decision spends from it
+// without a lock, by compare-and-swap on its remainder, as from a hot
+// allowance; everything else about it changes under its shard's mutex,
+// and a lease leaves its shard's table only once ended (end), its
+// remainder taken, so that no spend lands after.
+//
 // A store may hold hundreds of thousands, far more than the caches do, so
 // a decision's cost is mostly the cache lines it loads: a lease is three
 // lines, 64-byte aligned (its size class is a multiple of 64), and a spend
@@ -81,20 +86,49 @@ type coldLease struct {
 	renewing chan struct{}      // closed once the early renewal in flight is answered
 	closing  chan struct{}      // closed once Close has given the lease back
 
-	remaining int64
-	used      int64
-	granted   int64
-	deadline  int64 // local Unix ns; nothing is spent at or after it
-	lastSpend int64 // local Unix ns
-	srvRemain int64
-	reset     time.Duration
+	avail     atomic.Int64 // units left to spend; coldEnded once ended
+	deadline  atomic.Int64 // local Unix ns; nothing is spent at or after it
+	lastSpend atomic.Int64 // local Unix ns, at or after every spend
+	granted   atomic.Int64 // avail as of the last grant
+	srvRemain atomic.Int64
+	reset     atomic.Int64  // a time.Duration
+	renewAt   atomic.Int64  // local Unix ns; no early renewal before it
 	p         *limit.Policy // shared by the leases of equal policies
 
-	renewAt int64 // local Unix ns; no early renewal before it
+	base    int64 // avail and the spends not yet reported
 	seq     int64
 	sent    int64 // local Unix ns the granting call was sent
 	server  int64 // the server's µs of that call
 	rk, key string
+}
+
+// coldEnded is an ended lease's remainder: below any cost.
+const coldEnded = math.MinInt64 / 2
+
+// end takes c's remainder (its shard locked), so that no decision spends
+// from it any more, and returns its spends not yet reported and what was
+// left; both 0 if it had ended.
+func (c *coldLease) end() (used, left int64) {
+	left = c.avail.Swap(coldEnded)
+	if left < 0 {
+		c.avail.Store(coldEnded)
+		return 0, 0
+	}
+	used = c.base - left
+	c.base = 0
+	return used, left
+}
+
+// ended reports whether c was ended (its shard locked).
+func (c *coldLease) ended() bool { return c.avail.Load() < 0 }
+
+// spend takes cost from c at ns, if c has the units and the time under p,
+// and returns what is left. It takes no lock.
+func (c *coldLease) spend(p limit.Policy, ns, cost int64) (left int64, ok bool) {
+	if ns >= c.deadline.Load() || *c.p != p {
+		return 0, false
+	}
+	return spendFrom(&c.avail, &c.lastSpend, ns, cost)
 }
 
 // coldKeyBytes is the longest Redis key a cold lease holds within itself.
@@ -157,11 +191,12 @@ type coldState struct {
 	pmu      sync.Mutex
 }
 
-// getOrSpendCold is get and, when the key has no allowance, spendColdLocked,
-// under one hold of the shard's lock: a decision on a cold key takes it
-// once. A key with a cold lease has neither an allowance nor heat (a lease
-// is kept only for a key without an allowance, and its decisions do not
-// warm it), so its decision looks up the lease alone.
+// getOrSpendCold is get and, when the key has no allowance, a spend from
+// its cold lease: without a lock when the lease has the units and the
+// time, else spendColdLocked, under one hold of the shard's lock. A key
+// with a cold lease has neither an allowance nor heat (a lease is kept
+// only for a key without an allowance, and its decisions do not warm it),
+// so its decision looks up the lease alone.
 func (a *allowances) getOrSpendCold(ctx context.Context, rkb []byte, key string, p limit.Policy, cost int64) (r *allowance, dec limit.Decision, ok bool, ask lendAsk) {
 	h := maphash.Bytes(a.seed, rkb)
 	sh := a.shardAt(h)
@@ -169,6 +204,23 @@ func (a *allowances) getOrSpendCold(ctx context.Context, rkb []byte, key string,
 		return r, dec, false, ask
 	}
 	rk := unsafe.String(&rkb[0], len(rkb)) // for lookups only: rkb is the caller's buffer
+	if c := sh.cold.get(h, rk); c != nil {
+		// Most decisions on a leased key: no lock.
+		now := a.now()
+		ns := now.UnixNano()
+		if left, ok := c.spend(p, ns, cost); ok {
+			dec = a.spentCold(sh, c, p, left)
+			if a.lowCold(c, ns, left) {
+				sh.mu.Lock()
+				ask, start := a.renewColdEarly(c, now)
+				sh.mu.Unlock()
+				if start {
+					go a.renewCold(c, ask)
+				}
+			}
+			return nil, dec, true, lendAsk{}
+		}
+	}
 	sh.mu.Lock()
 	c := sh.cold.get(h, rk)
 	if c == nil {
@@ -179,6 +231,21 @@ func (a *allowances) getOrSpendCold(ctx context.Context, rkb []byte, key string,
 	}
 	dec, ok, ask = a.spendColdLocked(ctx, sh, h, rk, c, p, cost)
 	return nil, dec, ok, ask
+}
+
+// spentCold counts a decision spent from c, which left left units, and
+// returns it.
+func (a *allowances) spentCold(sh *allowShard, c *coldLease, p limit.Policy, left int64) limit.Decision {
+	sh.coldLocal.Add(1)
+	return limit.Decision{Allowed: true, Limit: p.Limit, Remaining: left + c.srvRemain.Load(),
+		ResetAfter: time.Duration(c.reset.Load()), Policy: p.Name}
+}
+
+// lowCold reports whether c, spent from at ns with left units left, may be
+// due an early renewal (renewColdEarly decides, under the lock).
+func (a *allowances) lowCold(c *coldLease, ns, left int64) bool {
+	return ns >= c.renewAt.Load() &&
+		(left*4 < c.granted.Load() || time.Duration(c.deadline.Load()-ns) < a.coldLeases.lease/8)
 }
 
 // spendColdLocked decides cost from c, the cold lease of rk (nil for none),
@@ -194,7 +261,7 @@ func (a *allowances) spendColdLocked(ctx context.Context, sh *allowShard, h uint
 	}()
 	now := a.now()
 	ns := now.UnixNano()
-	for c != nil && c.renewing != nil && (c.remaining < cost || ns >= c.deadline) {
+	for c != nil && c.renewing != nil && (c.avail.Load() < cost || ns >= c.deadline.Load()) {
 		// Its renewal brings units and time (or ends the lease) in a round
 		// trip; ending the lease here as well would race with it.
 		ch := c.renewing
@@ -223,19 +290,16 @@ func (a *allowances) spendColdLocked(ctx context.Context, sh *allowShard, h uint
 		sh.mu.Lock()
 		return limit.Decision{}, false, lendAsk{}
 	}
-	if c != nil && c.remaining >= cost && ns < c.deadline && *c.p == p {
-		c.remaining -= cost
-		c.used += cost
-		c.lastSpend = ns
-		sh.coldLocal.Add(1)
-		dec = limit.Decision{Allowed: true, Limit: p.Limit, Remaining: c.remaining + c.srvRemain,
-			ResetAfter: c.reset, Policy: p.Name}
-		if ask, start := a.renewColdEarly(c, now); start {
-			unlocked = true
-			sh.mu.Unlock()
-			go a.renewCold(c, ask)
+	if c != nil {
+		if left, ok := c.spend(p, ns, cost); ok {
+			dec = a.spentCold(sh, c, p, left)
+			if ask, start := a.renewColdEarly(c, now); start {
+				unlocked = true
+				sh.mu.Unlock()
+				go a.renewCold(c, ask)
+			}
+			return dec, true, lendAsk{}
 		}
-		return dec, true, lendAsk{}
 	}
 	if a.closed.Load() || p.Validate() != nil {
 		// Closing, or a policy the one-trip path refuses with an error
@@ -244,13 +308,14 @@ func (a *allowances) spendColdLocked(ctx context.Context, sh *allowShard, h uint
 	}
 	want := a.coldWant(c, p, now, cost)
 	if c != nil {
+		used, left := c.end()
 		sh.cold.del(h, c.rk)
 		a.coldLeases.count.Add(-1)
-		if ns < c.deadline {
-			ask.seq, ask.used, ask.held = c.seq, c.used, c.remaining
-			ask.spentAt = a.coldSpentAt(c)
+		if ns < c.deadline.Load() {
+			ask.seq, ask.used, ask.held = c.seq, used, left
+			ask.spentAt = a.coldSpentAt(c, used)
 		} else {
-			a.stats.expired.Add(c.remaining) // charged at the lease's end
+			a.stats.expired.Add(left) // charged at the lease's end
 		}
 	}
 	if want > 0 && (a.coldLeases.count.Load() >= a.coldLeases.max || now.Sub(sh.sweptAt) >= a.coldLeases.lease) {
@@ -273,7 +338,7 @@ func (a *allowances) coldWant(c *coldLease, p limit.Policy, now time.Time, cost 
 	want := coldFirst * max(cost, 1)
 	if c != nil {
 		el := max(time.Duration(now.UnixNano()-c.sent), time.Millisecond)
-		rate := float64(c.granted-c.remaining) / el.Seconds()
+		rate := float64(c.granted.Load()-max(c.avail.Load(), 0)) / el.Seconds()
 		want = max(int64(math.Ceil(rate*a.coldLeases.lease.Seconds()*coldFill)), want)
 	}
 	return max(min(want, p.Limit/coldShare), 0)
@@ -288,10 +353,7 @@ func (a *allowances) coldWant(c *coldLease, p limit.Policy, now time.Time, cost 
 // call. No slot free, or a lease that may not be renewed, leaves c to run
 // out: its next decision goes one-trip.
 func (a *allowances) renewColdEarly(c *coldLease, now time.Time) (ask lendAsk, start bool) {
-	ns := now.UnixNano()
-	if c.renewing != nil || c.closing != nil ||
-		(c.remaining*4 >= c.granted && time.Duration(c.deadline-ns) >= a.coldLeases.lease/8) ||
-		ns < c.renewAt || a.closed.Load() {
+	if c.renewing != nil || c.closing != nil || !a.lowCold(c, now.UnixNano(), c.avail.Load()) || a.closed.Load() {
 		return ask, false
 	}
 	want := a.coldWant(c, *c.p, now, 1)
@@ -303,9 +365,11 @@ func (a *allowances) renewColdEarly(c *coldLease, now time.Time) (ask lendAsk, s
 	default:
 		return ask, false
 	}
-	ask = lendAsk{seq: -c.seq, used: c.used, spentAt: a.coldSpentAt(c), want: want,
+	used := c.base - c.avail.Load()
+	ask = lendAsk{seq: -c.seq, used: used, spentAt: a.coldSpentAt(c, used), want: want,
 		lease: int64(a.coldLeases.lease / time.Microsecond)}
 	c.renewing = make(chan struct{})
+	c.renewAt.Store(math.MaxInt64) // no decision looks for a renewal meanwhile
 	return ask, true
 }
 
@@ -328,28 +392,34 @@ func (a *allowances) renewCold(c *coldLease, ask lendAsk) {
 	c.renewing = nil
 	defer close(ch)
 	switch {
+	case c.ended():
+		// Swept meanwhile, its deadline passed: what the call lent is
+		// lost until the new end.
+		a.stats.lent.Add(g.granted)
+		a.stats.expired.Add(g.granted)
 	case err != nil:
 		// The spends are reported again by a later call (charged twice if
 		// this one was applied: a loss, never an over-admission).
-		c.renewAt = sent.Add(a.coldLeases.lease / 16).UnixNano()
+		c.renewAt.Store(sent.Add(a.coldLeases.lease / 16).UnixNano())
 	case g.seq == 0:
-		a.stats.expired.Add(c.remaining)
-		c.remaining = 0
-		if sh.cold.get(h, c.rk) == c {
-			sh.cold.del(h, c.rk)
-			a.coldLeases.count.Add(-1)
-		}
+		_, left := c.end()
+		a.stats.expired.Add(left)
+		sh.cold.del(h, c.rk)
+		a.coldLeases.count.Add(-1)
 	case g.granted == 0:
 		// Kept as it was (the key is nearer its limit): spend it out.
-		c.used -= ask.used
-		c.renewAt = sent.Add(a.coldLeases.lease / 16).UnixNano()
+		c.base -= ask.used
+		c.renewAt.Store(sent.Add(a.coldLeases.lease / 16).UnixNano())
 	default:
 		a.stats.lent.Add(g.granted)
-		c.used -= ask.used
-		c.seq, c.remaining = g.seq, c.remaining+g.granted
-		c.granted = c.remaining
-		c.deadline = a.coldDeadline(sent)
-		c.sent, c.server, c.srvRemain, c.reset = sent.UnixNano(), g.now, dec.Remaining, dec.ResetAfter
+		c.base += g.granted - ask.used
+		c.seq = g.seq
+		c.granted.Store(c.avail.Add(g.granted))
+		c.deadline.Store(a.coldDeadline(sent))
+		c.sent, c.server = sent.UnixNano(), g.now
+		c.srvRemain.Store(dec.Remaining)
+		c.reset.Store(int64(dec.ResetAfter))
+		c.renewAt.Store(0)
 	}
 }
 
@@ -377,18 +447,19 @@ func (a *allowances) coldDeadline(sent time.Time) int64 {
 	return sent.Add(a.coldLeases.lease - max(time.Millisecond, a.coldLeases.lease/1000)).UnixNano()
 }
 
-// coldSpentAt returns a server time at or after c's last spend (-1 when
-// nothing was spent).
-func (a *allowances) coldSpentAt(c *coldLease) int64 {
-	if c.used == 0 {
+// coldSpentAt returns a server time at or after the spends of c counted in
+// used (-1 when used is 0): it is called after used was read.
+func (a *allowances) coldSpentAt(c *coldLease, used int64) int64 {
+	if used == 0 {
 		return -1
 	}
+	last := c.lastSpend.Load()
 	if a.s.clock != nil {
-		return time.Unix(0, c.lastSpend).UnixMicro()
+		return time.Unix(0, last).UnixMicro()
 	}
 	// The server answered after the call was sent, so this is at or after
 	// the spend's server time.
-	return c.server + ceilMicros(time.Duration(c.lastSpend-c.sent)) + 1
+	return c.server + ceilMicros(time.Duration(last-c.sent)) + 1
 }
 
 // sweepCold forgets the leases of sh whose local deadline has passed (sh
@@ -400,10 +471,11 @@ func (a *allowances) sweepCold(sh *allowShard, now time.Time) {
 	sh.sweptAt = now
 	ns := now.UnixNano()
 	sh.cold.each(func(c *coldLease) bool {
-		if ns < c.deadline {
+		if ns < c.deadline.Load() {
 			return false
 		}
-		a.stats.expired.Add(c.remaining)
+		_, left := c.end()
+		a.stats.expired.Add(left)
 		a.coldLeases.count.Add(-1)
 		return true
 	})
@@ -432,9 +504,12 @@ func (a *allowances) installCold(ctx context.Context, rk string, r limit.Request
 	}
 	a.stats.lent.Add(g.granted)
 	c := a.newColdLease(rk, r.Key, r.Policy)
-	c.seq, c.granted, c.remaining = g.seq, g.granted, g.granted
-	c.deadline, c.sent, c.server = a.coldDeadline(sent), sent.UnixNano(), g.now
-	c.srvRemain, c.reset = dec.Remaining, dec.ResetAfter
+	c.seq, c.base, c.sent, c.server = g.seq, g.granted, sent.UnixNano(), g.now
+	c.avail.Store(g.granted)
+	c.granted.Store(g.granted)
+	c.deadline.Store(a.coldDeadline(sent))
+	c.srvRemain.Store(dec.Remaining)
+	c.reset.Store(int64(dec.ResetAfter))
 	h := a.hash(rk)
 	sh := a.shardAt(h)
 	sh.mu.Lock()
@@ -446,7 +521,7 @@ func (a *allowances) installCold(ctx context.Context, rk string, r limit.Request
 		return
 	}
 	sh.mu.Unlock()
-	_ = a.giveBackCold(context.WithoutCancel(ctx), c, 0, c.remaining) // on failure the lease ends in Redis on its own
+	_ = a.giveBackCold(context.WithoutCancel(ctx), c, 0, g.granted) // on failure the lease ends in Redis on its own
 }
 
 // giveBackCold ends c in Redis, reporting used units spent (the rest
@@ -454,14 +529,11 @@ func (a *allowances) installCold(ctx context.Context, rk string, r limit.Request
 // decision of cost 0 that ends the lease, so that on a single server
 // concurrent give-backs share script calls.
 func (a *allowances) giveBackCold(ctx context.Context, c *coldLease, used, held int64) error {
-	if a.now().UnixNano() >= c.deadline {
+	if a.now().UnixNano() >= c.deadline.Load() {
 		a.stats.expired.Add(held)
 		return nil
 	}
-	spentAt := a.coldSpentAt(c)
-	if used == 0 {
-		spentAt = -1
-	}
+	spentAt := a.coldSpentAt(c, used)
 	ctx, cancel := context.WithTimeout(ctx, max(a.period, time.Second))
 	defer cancel()
 	ask := lendAsk{seq: c.seq, used: used, spentAt: spentAt, held: held}
@@ -488,15 +560,15 @@ func (a *allowances) dropCold(ctx context.Context, rk string) error {
 		sh.mu.Lock()
 		c = sh.cold.get(h, rk)
 	}
-	if c != nil {
-		sh.cold.del(h, rk)
-		a.coldLeases.count.Add(-1)
-	}
-	sh.mu.Unlock()
 	if c == nil {
+		sh.mu.Unlock()
 		return nil
 	}
-	return a.giveBackCold(ctx, c, c.used, c.remaining)
+	used, left := c.end()
+	sh.cold.del(h, rk)
+	a.coldLeases.count.Add(-1)
+	sh.mu.Unlock()
+	return a.giveBackCold(ctx, c, used, left)
 }
 
 // closeCold ends every cold lease (the store is closed: none is added).
@@ -539,8 +611,8 @@ func (a *allowances) closeOne(ctx context.Context, c *coldLease) error {
 	}
 	ch := make(chan struct{})
 	c.closing = ch
-	used, held := c.used, c.remaining
-	c.remaining = 0
+	c.renewAt.Store(math.MaxInt64)
+	used, held := c.end()
 	sh.mu.Unlock()
 	err := a.giveBackCold(ctx, c, used, held)
 	sh.mu.Lock()

@@ -549,3 +549,92 @@ func TestColdLeaseKeysAndPolicies(t *testing.T) {
 		}
 	}
 }
+
+// TestColdLeaseCloseWhileSpending: callers spend from cold leases, without
+// the shard's lock, while the three stores close and give the leases back.
+// After Close the state holds exactly the admissions: a spend that lands
+// while its lease is given back is either counted in what is reported or
+// refused, never admitted from units returned.
+func TestColdLeaseCloseWhileSpending(t *testing.T) {
+	const keys, limitN, callers = 16, 100_000, 16
+	for _, p := range []limit.Policy{
+		limit.TokenBucket(limitN, limit.PerHour(1)).Named("tb"),
+		limit.GCRA(limit.PerHour(1), limitN).Named("gcra"),
+	} {
+		t.Run(p.Name, func(t *testing.T) {
+			clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
+			stores := coldStores(t, clock, 3, time.Second, time.Minute)
+			ctx := context.Background()
+			var admitted [keys]atomic.Int64
+			var wg sync.WaitGroup
+			stop := make(chan struct{})
+			errc := make(chan error, 3*callers)
+			for si, s := range stores {
+				for g := range callers {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for i := si*callers + g; ; i++ {
+							select {
+							case <-stop:
+								return
+							default:
+							}
+							k := i % keys
+							dec, err := s.AllowN(ctx, "k"+strconv.Itoa(k), p, 1)
+							if err != nil {
+								errc <- err
+								return
+							}
+							if dec.Allowed {
+								admitted[k].Add(1)
+							}
+						}
+					}()
+				}
+			}
+			// Close once every store answers from its leases.
+			for _, s := range stores {
+				for s.AllowanceStats().ColdLocal < 2000 {
+					time.Sleep(time.Millisecond)
+				}
+			}
+			var cwg sync.WaitGroup
+			for _, s := range stores {
+				cwg.Add(1)
+				go func() {
+					defer cwg.Done()
+					if err := s.Close(ctx); err != nil {
+						errc <- err
+					}
+				}()
+			}
+			cwg.Wait()
+			time.Sleep(20 * time.Millisecond) // decisions on the closed stores, one-trip
+			close(stop)
+			wg.Wait()
+			close(errc)
+			for err := range errc {
+				t.Fatal(err)
+			}
+			plain := plainStore(t, clock, stores[0])
+			var total int64
+			for k := range keys {
+				n := admitted[k].Load()
+				total += n
+				dec, err := plain.AllowN(ctx, "k"+strconv.Itoa(k), p, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if dec.Remaining != limitN-n {
+					t.Errorf("k%d: %d admitted, and after Close the state has %d free, want %d", k, n, dec.Remaining, limitN-n)
+				}
+			}
+			var cold int64
+			for _, s := range stores {
+				cold += s.AllowanceStats().ColdLocal
+			}
+			t.Logf("%d admitted, %d of them from cold leases", total, cold)
+		})
+	}
+}

@@ -9,8 +9,8 @@ import (
 
 // TestColdTableMatchesMap runs random puts, deletes, lookups and sweeps on a
 // coldTable and on a Go map side by side: the table holds what the map
-// holds, its array stays at most three quarters full, and shrinks once few
-// leases are left.
+// holds, and its array stays at most three quarters full and, past the
+// smallest, at most eight slots a lease.
 func TestColdTableMatchesMap(t *testing.T) {
 	seed := maphash.MakeSeed()
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -48,8 +48,8 @@ func TestColdTableMatchesMap(t *testing.T) {
 		if tab.n != len(model) {
 			t.Fatalf("step %d: table holds %d, map %d", step, tab.n, len(model))
 		}
-		if (tab.n+tab.tombs)*4 > len(tab.s)*3 {
-			t.Fatalf("step %d: %d leases and %d tombstones in %d slots", step, tab.n, tab.tombs, len(tab.s))
+		if n := len(tab.slots()); (tab.n+tab.tombs)*4 > n*3 || n > coldTableMin && tab.n*8 < n {
+			t.Fatalf("step %d: %d leases and %d tombstones in %d slots", step, tab.n, tab.tombs, n)
 		}
 	}
 	for rk, c := range model {
@@ -70,11 +70,11 @@ func TestColdTableMatchesMap(t *testing.T) {
 		tab.del(maphash.String(seed, rk), rk)
 		delete(model, rk)
 	}
-	if len(tab.s) > coldTableMin*2 {
-		t.Fatalf("%d slots for %d leases", len(tab.s), tab.n)
+	if len(tab.slots()) > 8*tab.n {
+		t.Fatalf("%d slots for %d leases", len(tab.slots()), tab.n)
 	}
 	tab.each(func(*coldLease) bool { return true })
-	if tab.n != 0 || tab.s != nil {
-		t.Fatalf("emptied table: %d leases, %d slots", tab.n, len(tab.s))
+	if tab.n != 0 || tab.slots() != nil {
+		t.Fatalf("emptied table: %d leases, %d slots", tab.n, len(tab.slots()))
 	}
 }
