@@ -34,6 +34,39 @@ func plainStore(t *testing.T, clock limit.Clock, s *redislimit.Store) *redislimi
 	return p
 }
 
+// unrefilled is a token bucket and a GCRA policy of limit n that refill
+// next to nothing (1 an hour).
+func unrefilled(n int64) []limit.Policy {
+	return []limit.Policy{
+		limit.TokenBucket(n, limit.PerHour(1)).Named("tb"),
+		limit.GCRA(limit.PerHour(1), n).Named("gcra"),
+	}
+}
+
+// checkFree checks that the state of each key k<i> under p, as a store
+// without allowances on s's keys sees it, has exactly p.Limit less
+// admitted[i] free and so never admitted over the limit, and returns the
+// sum admitted.
+func checkFree(t *testing.T, clock limit.Clock, s *redislimit.Store, p limit.Policy, admitted []atomic.Int64) (total int64) {
+	t.Helper()
+	plain := plainStore(t, clock, s)
+	for k := range admitted {
+		n := admitted[k].Load()
+		total += n
+		if n > p.Limit {
+			t.Errorf("k%d: %d admitted, over the limit of %d", k, n, p.Limit)
+		}
+		dec, err := plain.AllowN(context.Background(), "k"+strconv.Itoa(k), p, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if dec.Remaining != p.Limit-n {
+			t.Errorf("k%d: %d admitted, and after Close the state has %d free, want %d", k, n, dec.Remaining, p.Limit-n)
+		}
+	}
+	return total
+}
+
 func TestColdLeaseOptions(t *testing.T) {
 	c := connect(t)
 	for _, o := range []redislimit.Options{
@@ -301,10 +334,7 @@ func TestColdLeaseExactUnderConcurrency(t *testing.T) {
 // or counted twice.
 func TestColdLeaseExactAsKeysFill(t *testing.T) {
 	const keys, limitN = 10, 400
-	for _, p := range []limit.Policy{
-		limit.TokenBucket(limitN, limit.PerHour(1)).Named("tb"),
-		limit.GCRA(limit.PerHour(1), limitN).Named("gcra"),
-	} {
+	for _, p := range unrefilled(limitN) {
 		t.Run(p.Name, func(t *testing.T) {
 			clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
 			stores := coldStores(t, clock, 3, time.Second, time.Minute)
@@ -347,20 +377,7 @@ func TestColdLeaseExactAsKeysFill(t *testing.T) {
 			if cold == 0 {
 				t.Fatal("no decision was answered from a cold lease")
 			}
-			plain := plainStore(t, clock, stores[0])
-			for k := range keys {
-				n := admitted[k].Load()
-				if n > limitN {
-					t.Errorf("k%d: %d admitted, over the limit of %d", k, n, limitN)
-				}
-				dec, err := plain.AllowN(ctx, fmt.Sprintf("k%d", k), p, 0)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if dec.Remaining != limitN-n {
-					t.Errorf("k%d: %d admitted, and after Close the state has %d free, want %d", k, n, dec.Remaining, limitN-n)
-				}
-			}
+			checkFree(t, clock, stores[0], p, admitted[:])
 			t.Logf("%d decisions from cold leases; admitted per key %d..", cold, admitted[0].Load())
 		})
 	}
@@ -557,10 +574,7 @@ func TestColdLeaseKeysAndPolicies(t *testing.T) {
 // refused, never admitted from units returned.
 func TestColdLeaseCloseWhileSpending(t *testing.T) {
 	const keys, limitN, callers = 16, 100_000, 16
-	for _, p := range []limit.Policy{
-		limit.TokenBucket(limitN, limit.PerHour(1)).Named("tb"),
-		limit.GCRA(limit.PerHour(1), limitN).Named("gcra"),
-	} {
+	for _, p := range unrefilled(limitN) {
 		t.Run(p.Name, func(t *testing.T) {
 			clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
 			stores := coldStores(t, clock, 3, time.Second, time.Minute)
@@ -617,19 +631,7 @@ func TestColdLeaseCloseWhileSpending(t *testing.T) {
 			for err := range errc {
 				t.Fatal(err)
 			}
-			plain := plainStore(t, clock, stores[0])
-			var total int64
-			for k := range keys {
-				n := admitted[k].Load()
-				total += n
-				dec, err := plain.AllowN(ctx, "k"+strconv.Itoa(k), p, 0)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if dec.Remaining != limitN-n {
-					t.Errorf("k%d: %d admitted, and after Close the state has %d free, want %d", k, n, dec.Remaining, limitN-n)
-				}
-			}
+			total := checkFree(t, clock, stores[0], p, admitted[:])
 			var cold int64
 			for _, s := range stores {
 				cold += s.AllowanceStats().ColdLocal
