@@ -234,11 +234,26 @@ func (a *allowances) getOrSpendCold(ctx context.Context, rkb []byte, key string,
 }
 
 // spentCold counts a decision spent from c, which left left units, and
-// returns it.
+// returns it. The units the lease still holds are this store's to spend:
+// Remaining counts them, and ResetAfter (the state's, which counts every
+// unit lent as spent) does not.
 func (a *allowances) spentCold(sh *allowShard, c *coldLease, p limit.Policy, left int64) limit.Decision {
 	sh.coldLocal.Add(1)
 	return limit.Decision{Allowed: true, Limit: p.Limit, Remaining: left + c.srvRemain.Load(),
-		ResetAfter: time.Duration(c.reset.Load()), Policy: p.Name}
+		ResetAfter: unheld(p, time.Duration(c.reset.Load()), left), Policy: p.Name}
+}
+
+// unheld is reset, a state's ResetAfter that counts units held by this
+// store as spent, less their refill under p (a token bucket or GCRA).
+func unheld(p limit.Policy, reset time.Duration, units int64) time.Duration {
+	if units <= 0 || p.Rate.Count <= 0 {
+		return reset
+	}
+	per := float64(p.Rate.Period) / float64(p.Rate.Count)
+	if f := float64(units) * per; f < float64(reset) {
+		return reset - time.Duration(f)
+	}
+	return 0
 }
 
 // lowCold reports whether c, spent from at ns with left units left, may be
@@ -307,6 +322,9 @@ func (a *allowances) spendColdLocked(ctx context.Context, sh *allowShard, h uint
 		return limit.Decision{}, false, lendAsk{}
 	}
 	want := a.coldWant(c, p, now, cost)
+	if cost == 0 {
+		want = 0 // a query lends nothing (and so writes no state of its own)
+	}
 	if c != nil {
 		used, left := c.end()
 		sh.cold.del(h, c.rk)
@@ -414,11 +432,13 @@ func (a *allowances) renewCold(c *coldLease, ask lendAsk) {
 		a.stats.lent.Add(g.granted)
 		c.base += g.granted - ask.used
 		c.seq = g.seq
+		// The answer's state first: a decision between the two stores
+		// counts the new units once at most (Remaining low for a moment).
+		c.srvRemain.Store(dec.Remaining)
+		c.reset.Store(int64(dec.ResetAfter))
 		c.granted.Store(c.avail.Add(g.granted))
 		c.deadline.Store(a.coldDeadline(sent))
 		c.sent, c.server = sent.UnixNano(), g.now
-		c.srvRemain.Store(dec.Remaining)
-		c.reset.Store(int64(dec.ResetAfter))
 		c.renewAt.Store(0)
 	}
 }

@@ -640,3 +640,37 @@ func TestColdLeaseCloseWhileSpending(t *testing.T) {
 		})
 	}
 }
+
+// TestColdLeaseReportsAsOneTrip: the decision that takes a cold lease, and
+// those spent from it after, report the Remaining and ResetAfter that
+// one-trip decisions on a key without a lease report at the same time:
+// the units lent to the store are its own to spend, so they count as
+// remaining and not as spent.
+func TestColdLeaseReportsAsOneTrip(t *testing.T) {
+	for _, p := range unrefilled(1000) {
+		t.Run(p.Name, func(t *testing.T) {
+			clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
+			s := coldStores(t, clock, 1, time.Second, time.Minute)[0]
+			plain := plainStore(t, clock, s)
+			ctx := context.Background()
+			// coldFirst units are lent with the first decision; a renewal
+			// starts once fewer than a quarter are left.
+			for i := range 6 {
+				got, err := s.AllowN(ctx, "leased", p, 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want, err := plain.AllowN(ctx, "plain", p, 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got.Remaining != want.Remaining || got.ResetAfter != want.ResetAfter || !got.Allowed {
+					t.Fatalf("decision %d: %+v, want %+v as one-trip", i, got, want)
+				}
+			}
+			if st := s.AllowanceStats(); st.ColdLocal != 5 {
+				t.Fatalf("stats %+v: want 5 decisions from the cold lease", st)
+			}
+		})
+	}
+}

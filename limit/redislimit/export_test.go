@@ -3,6 +3,7 @@ package redislimit
 import (
 	"context"
 	"os"
+	"testing"
 	"time"
 
 	"github.com/costwise/batcher/limit"
@@ -40,7 +41,16 @@ const (
 	HotThreshold = hotThreshold
 )
 
-func init() { localAllowanceForTests = os.Getenv("BATCHER_TEST_LOCAL_ALLOWANCE") != "" }
+func init() {
+	localAllowanceForTests = os.Getenv("BATCHER_TEST_LOCAL_ALLOWANCE") != ""
+	if v := os.Getenv("BATCHER_TEST_COLD_LEASE"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			panic("BATCHER_TEST_COLD_LEASE: " + err.Error())
+		}
+		coldLeaseForTests = d
+	}
+}
 
 // SettledForTest reports whether no allowance of the store has a call in
 // flight or is due for a background renewal.
@@ -120,4 +130,14 @@ func (s *Store) ShardForTest(key string, p limit.Policy) int {
 		}
 	}
 	return -1
+}
+
+// SkipWithColdLeases skips t when the package's tests run with cold leases
+// in every store (BATCHER_TEST_COLD_LEASE), for a test whose premise they
+// change, saying why; the run without them covers it.
+func SkipWithColdLeases(t *testing.T, why string) {
+	t.Helper()
+	if coldLeaseForTests != 0 {
+		t.Skip("with BATCHER_TEST_COLD_LEASE: " + why)
+	}
 }

@@ -109,6 +109,7 @@ func checkBounded(t *testing.T, store limit.Store, d time.Duration) {
 // decision path returns by its deadline, batched or not, with a client
 // that leaves deadlines to its own read timeout.
 func TestFrozenServerBoundsEveryCall(t *testing.T) {
+	redislimit.SkipWithColdLeases(t, "a key leased before the server froze is decided without it")
 	for _, maxBatch := range []int{0, 1} {
 		t.Run(fmt.Sprintf("MaxBatch=%d", maxBatch), func(t *testing.T) {
 			srv, c := frozen(t)
@@ -131,6 +132,7 @@ func TestFrozenServerBoundsEveryCall(t *testing.T) {
 // TestFrozenClusterBoundsEveryCall is TestFrozenServerBoundsEveryCall on a
 // three-master cluster whose nodes are all frozen.
 func TestFrozenClusterBoundsEveryCall(t *testing.T) {
+	redislimit.SkipWithColdLeases(t, "a key leased before the server froze is decided without it")
 	nodes := redistest.StartClusterNodes(t, 3)
 	addrs := make([]string, len(nodes))
 	for i, n := range nodes {
@@ -186,6 +188,7 @@ func spentAfterThaw(t *testing.T, srv *redistest.Server, c *redis.Client, prefix
 // loaded machine, where a batch outlives its caller's deadline by a
 // scheduling delay (3 have been seen).
 func TestGivenUpCallsAreNotCharged(t *testing.T) {
+	redislimit.SkipWithColdLeases(t, "a key leased before the server froze is decided without it")
 	t.Run("one-trip", func(t *testing.T) { givenUpNotCharged(t, false) })
 	// With allowances, calls that gave up do not make the key hot: no
 	// allowance is taken by calls queued on the frozen server.
@@ -223,6 +226,7 @@ func givenUpNotCharged(t *testing.T, allowances bool) {
 // call is counted once, on the fallback, but for the at most MaxInFlight
 // calls already written when the server froze.
 func TestFailurePolicyOnFrozenServerChargesNothingTwice(t *testing.T) {
+	redislimit.SkipWithColdLeases(t, "a key leased before the server froze is decided without it")
 	for _, mode := range []limit.FailureMode{limit.FailClosed, limit.FailFallback} {
 		t.Run(fmt.Sprint(mode), func(t *testing.T) {
 			srv, c := frozen(t)

@@ -13,6 +13,7 @@ import (
 // each algorithm after one decision, and after ten for the rolling window,
 // whose log grows with the decisions in its window.
 func TestMemoryPerKey(t *testing.T) {
+	redislimit.SkipWithColdLeases(t, "a leased key keeps its lease in its state")
 	ctx := context.Background()
 	c := connect(t)
 	// The store's default prefix, so that the key names are those of

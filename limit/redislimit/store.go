@@ -67,10 +67,11 @@ type Options struct {
 	// MaxAllowances caps the keys with an allowance at once. Default 4096.
 	MaxAllowances int
 	// ColdLease, with LocalAllowance, also lends token bucket and GCRA keys
-	// that are not hot, for this long: a one-trip decision on a key with at
-	// least half its limit free beyond the loan takes a few units along
-	// (at most an eighth of the limit, sized from the key's rate at this
-	// store), in the same script call, and later decisions on the key here
+	// that are not hot, for this long: a one-trip decision of a cost above
+	// 0 on a key with at least half its limit free beyond the loan takes a
+	// few units along (at most an eighth of the limit, sized from the key's
+	// rate at this store), in the same script call, and later decisions on
+	// the key here
 	// spend them without a call until they run out or the lease ends. The
 	// sum admitted across stores still never exceeds the limit; what is lent
 	// and not spent is lost to the key until the lease ends, unless a
@@ -91,6 +92,11 @@ type Options struct {
 // package's tests set it from BATCHER_TEST_LOCAL_ALLOWANCE to run them all
 // with allowances.
 var localAllowanceForTests bool
+
+// coldLeaseForTests, when not 0, is the ColdLease of every store with
+// allowances that sets none: the package's tests set it from
+// BATCHER_TEST_COLD_LEASE to run them all with cold leases.
+var coldLeaseForTests time.Duration
 
 // Store is a limit.Store on Redis: a single server, Sentinel or a cluster
 // (any go-redis client that can run scripts). Store is safe for concurrent use.
@@ -139,8 +145,8 @@ func New(client redis.Scripter, opts Options) (*Store, error) {
 	if opts.LocalAllowance || localAllowanceForTests {
 		s.lent = newAllowances(s, cmp.Or(opts.AllowanceLease, defaultAllowanceLease),
 			cmp.Or(opts.MaxAllowances, defaultMaxAllowances))
-		s.lent.coldLeases.lease = opts.ColdLease
-		if opts.ColdLease > 0 {
+		s.lent.coldLeases.lease = cmp.Or(opts.ColdLease, coldLeaseForTests)
+		if s.lent.coldLeases.lease > 0 {
 			s.lent.coldLeases.slots = make(chan struct{}, coldRenewals)
 		}
 		s.lent.coldLeases.max = int64(cmp.Or(opts.MaxColdLeases, defaultMaxColdLeases))
@@ -412,6 +418,14 @@ func (s *Store) AllowN(ctx context.Context, key string, p limit.Policy, cost int
 			s.lent.endedCold(ask, err)
 			if err == nil && ask.want > 0 {
 				s.lent.installCold(ctx, rk, reqs[0], dec, g, sent)
+				// What the decision lent this store is this store's to
+				// spend (or given back, so free again): Remaining counts
+				// it and ResetAfter does not, as the lease's own decisions
+				// do after (spentCold).
+				if g.granted > 0 {
+					dec.Remaining += g.granted
+					dec.ResetAfter = unheld(reqs[0].Policy, dec.ResetAfter, g.granted)
+				}
 			}
 		}
 	default:

@@ -25,7 +25,7 @@ type ruleWatcher struct {
 	parse   envoyrl.ParseOptions
 	use     func(rules *envoyrl.Rules, files int) // puts loaded rules in force
 	last    [32]byte                              // digest of the files last loaded or refused
-	readErr string                                // the error of the last read, "" after one that succeeded
+	readErr string                                // readFailure of the last read, "" after one that succeeded
 }
 
 // load reads and parses the directory; on success the service uses the new
@@ -36,10 +36,10 @@ type ruleWatcher struct {
 func (w *ruleWatcher) load() (changed bool, err error) {
 	files, err := w.read()
 	if err != nil {
-		if err.Error() == w.readErr {
+		if readFailure(err) == w.readErr {
 			return false, nil
 		}
-		w.readErr = err.Error()
+		w.readErr = readFailure(err)
 		w.metrics.reloaded(false)
 		return true, err
 	}
@@ -56,6 +56,17 @@ func (w *ruleWatcher) load() (changed bool, err error) {
 	}
 	w.use(rules, len(files))
 	return true, nil
+}
+
+// readFailure is what tells one read failure from another: a path and
+// why it failed, whatever the call that found it (a directory removed
+// while it is read fails a read of its entries, then an open).
+func readFailure(err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Path + ": " + pe.Err.Error()
+	}
+	return err.Error()
 }
 
 func digest(files []envoyrl.File) [32]byte {
