@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -22,9 +23,19 @@ import (
 // LIMITERD_TEST_MAIN is set.
 //
 // LIMITERD_TEST_LOCAL_ALLOWANCE=true runs every test with
-// backends.redis.local_allowance on by default.
+// backends.redis.local_allowance on by default, and with it
+// LIMITERD_TEST_COLD_LEASE=<duration> gives the keyed stores cold leases
+// of that length.
 func TestMain(m *testing.M) {
 	defaultLocalAllowance = os.Getenv("LIMITERD_TEST_LOCAL_ALLOWANCE") == "true"
+	if v := os.Getenv("LIMITERD_TEST_COLD_LEASE"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "LIMITERD_TEST_COLD_LEASE:", err)
+			os.Exit(2)
+		}
+		testColdLease = d
+	}
 	if os.Getenv("LIMITERD_TEST_MAIN") == "1" {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		code := Main(ctx, os.Args[1:], os.Stderr)
@@ -34,6 +45,16 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	removeBuilt()
 	os.Exit(code)
+}
+
+// skipWithColdLeases skips t when LIMITERD_TEST_COLD_LEASE gives every
+// keyed store cold leases, for a test whose premise they change, saying
+// why; the runs without them cover it.
+func skipWithColdLeases(t *testing.T, why string) {
+	t.Helper()
+	if testColdLease != 0 {
+		t.Skip("with LIMITERD_TEST_COLD_LEASE: " + why)
+	}
 }
 
 // proc is a limiterd a test started.

@@ -12,9 +12,18 @@ import (
 // newRedisLimitStore is the keyed limits' store on Redis, its keys under
 // the prefix "limiterd", with local allowances when the config asks.
 func newRedisLimitStore(c redis.UniversalClient, cfg Config) (*redislimit.Store, error) {
-	return redislimit.New(c, redislimit.Options{Prefix: "limiterd", LocalAllowance: cfg.Backends.Redis.LocalAllowance,
-		ColdLease: cfg.Backends.Redis.ColdLease})
+	r := cfg.Backends.Redis
+	cold := r.ColdLease
+	if cold == 0 && r.LocalAllowance {
+		cold = testColdLease
+	}
+	return redislimit.New(c, redislimit.Options{Prefix: "limiterd", LocalAllowance: r.LocalAllowance, ColdLease: cold})
 }
+
+// testColdLease, when not 0, is the cold lease of the keyed stores with
+// local allowances whose config sets none: the package's tests set it from
+// LIMITERD_TEST_COLD_LEASE to run them all with cold leases.
+var testColdLease time.Duration
 
 // allowanceCloseTimeout bounds the give-back of the allowances at shutdown;
 // with cold leases, of which a store may hold hundreds of thousands (tens
