@@ -132,7 +132,10 @@ type allowShard struct {
 	heat map[string]heat       // keys without a record
 	// sweptAt is when cold was last rid of leases past their deadline.
 	sweptAt time.Time
-	_       [64 - (8+8+8+24)%64]byte
+	// asks holds, by Redis key, the cold lease asked for by a one-trip
+	// decision in flight: closed once it is in (or not granted).
+	asks map[string]chan struct{}
+	_    [64 - (8+8+8+24+8)%64]byte
 
 	// hot is a copy of recs that decisions read without mu: replaced
 	// (under mu) whenever recs changes, never written after, so that a
@@ -1166,6 +1169,15 @@ func parallel(n, workers int, f func(i int) error) error {
 
 // testHookGiveBack, when set, runs in close before the give-backs.
 var testHookGiveBack func()
+
+// testHookColdAsked, when set, runs when a one-trip decision of a store
+// that asked for a cold lease is answered (granted units), before the
+// lease is kept; testHookAskWait when a decision Redis refused is about to
+// wait for another's ask.
+var (
+	testHookColdAsked func(s *Store, granted int64)
+	testHookAskWait   func(s *Store)
+)
 
 // kill stops the allowance work without giving anything back, as if the
 // process had died, and returns the units held unspent. For tests.

@@ -60,6 +60,10 @@ type lendAsk struct {
 	seq           int64 // the lease the call ends; 0 for none
 	used, spentAt int64 // its spends and their time (server µs; -1 now)
 	held          int64 // its remainder, which the call gives back; not sent
+	// mine is closed once the lease asked for is in (want > 0); wait is
+	// another decision's ask on the key, in flight when this one was sent
+	// (then want is 0). Neither is sent.
+	mine, wait chan struct{}
 }
 
 // lendGrant is allow.lua's answer to a lendAsk.
@@ -111,7 +115,6 @@ const coldEnded = math.MinInt64 / 2
 func (c *coldLease) end() (used, left int64) {
 	left = c.avail.Swap(coldEnded)
 	if left < 0 {
-		c.avail.Store(coldEnded)
 		return 0, 0
 	}
 	used = c.base - left
@@ -204,22 +207,8 @@ func (a *allowances) getOrSpendCold(ctx context.Context, rkb []byte, key string,
 		return r, dec, false, ask
 	}
 	rk := unsafe.String(&rkb[0], len(rkb)) // for lookups only: rkb is the caller's buffer
-	if c := sh.cold.get(h, rk); c != nil {
-		// Most decisions on a leased key: no lock.
-		now := a.now()
-		ns := now.UnixNano()
-		if left, ok := c.spend(p, ns, cost); ok {
-			dec = a.spentCold(sh, c, p, left)
-			if a.lowCold(c, ns, left) {
-				sh.mu.Lock()
-				ask, start := a.renewColdEarly(c, now)
-				sh.mu.Unlock()
-				if start {
-					go a.renewCold(c, ask)
-				}
-			}
-			return nil, dec, true, lendAsk{}
-		}
+	if dec, ok := a.spendColdFast(sh, h, rk, p, cost); ok {
+		return nil, dec, true, ask // most decisions on a leased key
 	}
 	sh.mu.Lock()
 	c := sh.cold.get(h, rk)
@@ -231,6 +220,45 @@ func (a *allowances) getOrSpendCold(ctx context.Context, rkb []byte, key string,
 	}
 	dec, ok, ask = a.spendColdLocked(ctx, sh, h, rk, c, p, cost)
 	return nil, dec, ok, ask
+}
+
+// spendColdFast spends cost from the cold lease of rk, if it has the units
+// and the time, without a lock.
+func (a *allowances) spendColdFast(sh *allowShard, h uint64, rk string, p limit.Policy, cost int64) (limit.Decision, bool) {
+	c := sh.cold.get(h, rk)
+	if c == nil {
+		return limit.Decision{}, false
+	}
+	now := a.now()
+	ns := now.UnixNano()
+	left, ok := c.spend(p, ns, cost)
+	if !ok {
+		return limit.Decision{}, false
+	}
+	dec := a.spentCold(sh, c, p, left)
+	if a.lowCold(c, ns, left) {
+		sh.mu.Lock()
+		ask, start := a.renewColdEarly(c, now)
+		sh.mu.Unlock()
+		if start {
+			go a.renewCold(c, ask)
+		}
+	}
+	return dec, true
+}
+
+// spendAfterAsk answers a decision on rk that Redis refused while another
+// decision's ask for rk's cold lease (wait) was in flight: the units on
+// their way here were counted there already, so the decision waits for
+// them and spends from the lease if it can (ok true).
+func (a *allowances) spendAfterAsk(ctx context.Context, rk string, p limit.Policy, cost int64, wait chan struct{}) (limit.Decision, bool) {
+	select {
+	case <-wait:
+	case <-ctx.Done():
+		return limit.Decision{}, false
+	}
+	h := a.hash(rk)
+	return a.spendColdFast(a.shardAt(h), h, rk, p, cost)
 }
 
 // spentCold counts a decision spent from c, which left left units, and
@@ -343,6 +371,20 @@ func (a *allowances) spendColdLocked(ctx context.Context, sh *allowShard, h uint
 		a.sweepCold(sh, now)
 		if a.coldLeases.count.Load() >= a.coldLeases.max {
 			want = 0
+		}
+	}
+	if want > 0 {
+		if ch := sh.asks[rk]; ch != nil {
+			// Another decision here is asking for the key's lease: this
+			// one asks for none and, should Redis refuse it (the units on
+			// their way here counted there), spends from that lease.
+			want, ask.wait = 0, ch
+		} else {
+			if sh.asks == nil {
+				sh.asks = make(map[string]chan struct{})
+			}
+			ask.mine = make(chan struct{})
+			sh.asks[strings.Clone(rk)] = ask.mine
 		}
 	}
 	ask.want, ask.lease = want, int64(a.coldLeases.lease/time.Microsecond)
@@ -516,10 +558,16 @@ func (a *allowances) endedCold(ask lendAsk, err error) {
 }
 
 // installCold keeps the lease a one-trip decision of r, sent at sent, was
-// granted. A grant the store cannot keep (it closed, or the key has an
-// allowance meanwhile) is given back.
-func (a *allowances) installCold(ctx context.Context, rk string, r limit.Request, dec limit.Decision, g lendGrant, sent time.Time) {
+// granted (g zero when the call failed), and then closes mine, its ask. A
+// grant the store cannot keep (it closed, or the key has an allowance
+// meanwhile) is given back.
+func (a *allowances) installCold(ctx context.Context, rk string, r limit.Request, dec limit.Decision, g lendGrant, sent time.Time, mine chan struct{}) {
 	if g.granted <= 0 {
+		h := a.hash(rk)
+		sh := a.shardAt(h)
+		sh.mu.Lock()
+		sh.askDone(rk, mine)
+		sh.mu.Unlock()
 		return
 	}
 	a.stats.lent.Add(g.granted)
@@ -537,11 +585,22 @@ func (a *allowances) installCold(ctx context.Context, rk string, r limit.Request
 		delete(sh.heat, rk) // decided here from now on, not one-trip
 		sh.cold.put(h, c)
 		a.coldLeases.count.Add(1)
+		sh.askDone(rk, mine)
 		sh.mu.Unlock()
 		return
 	}
+	sh.askDone(rk, mine)
 	sh.mu.Unlock()
 	_ = a.giveBackCold(context.WithoutCancel(ctx), c, 0, g.granted) // on failure the lease ends in Redis on its own
+}
+
+// askDone ends the ask mine for rk's cold lease (sh locked): the
+// decisions that wait for it look for the lease.
+func (sh *allowShard) askDone(rk string, mine chan struct{}) {
+	if sh.asks[rk] == mine {
+		delete(sh.asks, rk)
+	}
+	close(mine)
 }
 
 // giveBackCold ends c in Redis, reporting used units spent (the rest

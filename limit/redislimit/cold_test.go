@@ -314,6 +314,94 @@ func TestColdLeaseNotNearTheLimit(t *testing.T) {
 	}
 }
 
+// TestColdLeaseRefusedWhileAsked: a decision that Redis refuses while
+// another decision at its store is asking for the key's cold lease (the
+// units on their way here already counted there) waits for that lease and
+// spends from it, so a burst of first decisions leaves no lent unit
+// unspent: here the key admits exactly its limit, the second decision
+// answered from the lease its first asked for.
+func TestColdLeaseRefusedWhileAsked(t *testing.T) {
+	for _, p := range unrefilled(64) {
+		t.Run(p.Name, func(t *testing.T) {
+			clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
+			s := coldStores(t, clock, 1, time.Second, time.Minute)[0]
+			plain := plainStore(t, clock, s)
+			ctx := context.Background()
+			asked, hold, waiting := make(chan int64, 1), make(chan struct{}), make(chan struct{}, 1)
+			redislimit.SetColdAskHooksForTest(s, func(granted int64) {
+				asked <- granted
+				<-hold
+			}, func() { waiting <- struct{}{} })
+			t.Cleanup(func() { redislimit.SetColdAskHooksForTest(nil, nil, nil) })
+			type answer struct {
+				dec limit.Decision
+				err error
+			}
+			decide := func() chan answer {
+				ch := make(chan answer, 1)
+				go func() {
+					dec, err := s.AllowN(ctx, "k", p, 1)
+					ch <- answer{dec, err}
+				}()
+				return ch
+			}
+			first := decide()
+			if g := <-asked; g != 8 {
+				t.Fatalf("the first decision was lent %d units, want 8", g)
+			}
+			// The lease is in Redis and not yet here: another store spends
+			// the rest of the limit.
+			admitted := int64(1)
+			for {
+				dec, err := plain.AllowN(ctx, "k", p, 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !dec.Allowed {
+					break
+				}
+				admitted++
+			}
+			if admitted != 64-8 {
+				t.Fatalf("the other store admitted %d, want %d", admitted-1, 64-8-1)
+			}
+			second := decide()
+			select {
+			case <-waiting:
+			case a := <-second:
+				t.Fatalf("the second decision was answered before its store's lease was in: %+v, %v", a.dec, a.err)
+			}
+			close(hold)
+			for i, ch := range []chan answer{first, second} {
+				a := <-ch
+				if a.err != nil || !a.dec.Allowed {
+					t.Fatalf("decision %d: %+v, %v; want allowed", i+1, a.dec, a.err)
+				}
+			}
+			admitted++
+			decided := int64(2) // the store's decisions
+			for {
+				dec, err := s.AllowN(ctx, "k", p, 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				decided++
+				if !dec.Allowed {
+					break
+				}
+				admitted++
+			}
+			if admitted != p.Limit {
+				t.Fatalf("%d admitted, want exactly the limit, %d", admitted, p.Limit)
+			}
+			if st := s.AllowanceStats(); st.Remote+st.ColdLocal != decided {
+				t.Errorf("stats %+v: one-trip and lease decisions add to %d, want the store's %d decisions",
+					st, st.Remote+st.ColdLocal, decided)
+			}
+		})
+	}
+}
+
 // TestColdLeaseExactUnderConcurrency is TestAllowanceExactUnderConcurrency
 // with cold leases: the Zipf spread is lent cold, the hot keys as before.
 func TestColdLeaseExactUnderConcurrency(t *testing.T) {

@@ -94,6 +94,27 @@ func (s *Store) HeldForTest() (keys int, units int64) {
 // SetGiveBackHookForTest sets the hook Close runs before its give-backs.
 func SetGiveBackHookForTest(f func()) { testHookGiveBack = f }
 
+// SetColdAskHooksForTest sets the hooks run, for the decisions of s, when
+// one that asked for a cold lease is answered (before the lease is kept)
+// and when a refused one is about to wait for that lease; a nil s clears
+// them.
+func SetColdAskHooksForTest(s *Store, asked func(granted int64), wait func()) {
+	if s == nil {
+		testHookColdAsked, testHookAskWait = nil, nil
+		return
+	}
+	testHookColdAsked = func(t *Store, granted int64) {
+		if t == s {
+			asked(granted)
+		}
+	}
+	testHookAskWait = func(t *Store) {
+		if t == s {
+			wait()
+		}
+	}
+}
+
 // ColdRenewalsInFlightForTest is how many early renewals of cold leases
 // are in flight.
 func (s *Store) ColdRenewalsInFlightForTest() int { return len(s.lent.coldLeases.slots) }

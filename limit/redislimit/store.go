@@ -416,8 +416,14 @@ func (s *Store) AllowN(ctx context.Context, key string, p limit.Policy, cost int
 		dec, g, err = s.allowFast(ctx, reqs[0], ask)
 		if s.lent != nil {
 			s.lent.endedCold(ask, err)
-			if err == nil && ask.want > 0 {
-				s.lent.installCold(ctx, rk, reqs[0], dec, g, sent)
+			if ask.want > 0 {
+				if err != nil {
+					g = lendGrant{}
+				}
+				if testHookColdAsked != nil {
+					testHookColdAsked(s, g.granted)
+				}
+				s.lent.installCold(ctx, rk, reqs[0], dec, g, sent, ask.mine)
 				// What the decision lent this store is this store's to
 				// spend (or given back, so free again): Remaining counts
 				// it and ResetAfter does not, as the lease's own decisions
@@ -425,6 +431,15 @@ func (s *Store) AllowN(ctx context.Context, key string, p limit.Policy, cost int
 				if g.granted > 0 {
 					dec.Remaining += g.granted
 					dec.ResetAfter = unheld(reqs[0].Policy, dec.ResetAfter, g.granted)
+				}
+			}
+			if err == nil && !dec.Allowed && ask.wait != nil {
+				if testHookAskWait != nil {
+					testHookAskWait(s)
+				}
+				if d, ok := s.lent.spendAfterAsk(ctx, rk, p, cost, ask.wait); ok {
+					s.stats.remote.Add(-1) // answered by the lease after all
+					return d, nil
 				}
 			}
 		}
