@@ -402,6 +402,69 @@ func TestColdLeaseRefusedWhileAsked(t *testing.T) {
 	}
 }
 
+// TestColdLeaseAskWaitEndsWithContext: a decision refused while its
+// store's ask for the key's lease is in flight waits for that ask no longer
+// than its context: it returns Redis's refusal, and the lease, once in,
+// is spent by the next decision.
+func TestColdLeaseAskWaitEndsWithContext(t *testing.T) {
+	p := unrefilled(64)[0]
+	clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
+	s := coldStores(t, clock, 1, time.Second, time.Minute)[0]
+	plain := plainStore(t, clock, s)
+	ctx := context.Background()
+	asked, hold, waiting := make(chan int64, 1), make(chan struct{}), make(chan struct{}, 1)
+	redislimit.SetColdAskHooksForTest(s, func(granted int64) {
+		asked <- granted
+		<-hold
+	}, func() { waiting <- struct{}{} })
+	t.Cleanup(func() { redislimit.SetColdAskHooksForTest(nil, nil, nil) })
+	first := make(chan error, 1)
+	go func() {
+		_, err := s.AllowN(ctx, "k", p, 1)
+		first <- err
+	}()
+	if g := <-asked; g != 8 {
+		t.Fatalf("the first decision was lent %d units, want 8", g)
+	}
+	for {
+		dec, err := plain.AllowN(ctx, "k", p, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !dec.Allowed {
+			break
+		}
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	second := make(chan limit.Decision, 1)
+	go func() {
+		dec, err := s.AllowN(cctx, "k", p, 1)
+		if err != nil {
+			t.Error(err)
+		}
+		second <- dec
+	}()
+	<-waiting
+	cancel()
+	select {
+	case dec := <-second:
+		if dec.Allowed || dec.RetryAfter <= 0 {
+			t.Fatalf("the canceled decision: %+v, want Redis's refusal", dec)
+		}
+	case <-time.After(10 * time.Second):
+		close(hold)
+		t.Fatal("the decision still waits for the ask 10 s after its context ended")
+	}
+	close(hold)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	dec, err := s.AllowN(ctx, "k", p, 1)
+	if err != nil || !dec.Allowed {
+		t.Fatalf("the next decision: %+v, %v; want allowed from the lease", dec, err)
+	}
+}
+
 // TestColdLeaseExactUnderConcurrency is TestAllowanceExactUnderConcurrency
 // with cold leases: the Zipf spread is lent cold, the hot keys as before.
 func TestColdLeaseExactUnderConcurrency(t *testing.T) {
