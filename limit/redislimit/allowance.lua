@@ -2,7 +2,7 @@
 -- DESIGN-allowances.md, section 2.4).
 --
 -- KEYS[1] is the state key. ARGV[1] is one string of integers:
---   op alg limit n p w now seq used spent_at want lease [need held]
+--   op alg limit n p w now seq used spent_at want lease [need held grid]
 -- op: 1 take or renew, 2 return. alg: 1 token bucket, 2 gcra. now: µs, or
 -- -1 for the server's TIME. seq: the holder's lease (0: none). used: units
 -- spent under it since the last report; spent_at: a time at or after the
@@ -13,6 +13,11 @@
 -- cost (its retry time measured for need or want, whichever is larger).
 -- held: the holder's remainder when it sent the call (-1: not known); the
 -- lease is cut to it, the rest given back.
+-- grid: µs (0: none), a whole fraction of the limit's period: a take is
+-- granted what was free at the last point of the grid (multiples of grid
+-- since the Unix epoch), and every retry time is a point of it, so that
+-- on a saturated key each period of the clock lends its refill exactly
+-- (DESIGN-allowances.md, section 2.7).
 -- retry_us, when the take is met: how long until another retry_units
 -- units (want, or fewer if what is lent leaves less of the limit) are free
 -- beyond everything lent, this grant included (0: they are now).
@@ -46,7 +51,7 @@ local spec = {}
 for x in string.gmatch(ARGV[1], '%S+') do spec[#spec + 1] = tonumber(x) end
 local op, alg, limit, n, p = spec[1], spec[2], spec[3], spec[4], spec[5]
 local now, seq, used, spent_at, want, lease = spec[7], spec[8], spec[9], spec[10], spec[11], spec[12]
-local need, held = spec[13] or 0, spec[14] or -1
+local need, held, grid = spec[13] or 0, spec[14] or -1, spec[15] or 0
 local holder = ARGV[2]
 local cap = limit * p
 local slack = 3600000
@@ -135,12 +140,36 @@ end
 local lent = 0
 for _, it in ipairs(ledger) do lent = lent + it.amt end
 
+-- ongrid returns the wait from now to the first grid point at or after
+-- now + r (r itself without a grid).
+local function ongrid(r)
+  if grid <= 0 then return r end
+  return cdiv(now + r, grid) * grid - now
+end
+
 local d = debt(now)
 local granted, retry, newseq, lease_us, retry_units = 0, 0, 0, 0, 0
 local own = 0
 if mine then own = mine.amt end
 if op == 1 then
-  local avail = math.max(0, idiv(cap - d - lent * p, p))
+  -- Free at the last grid point: the debt then is never less than now's.
+  local dg = d
+  if grid > 0 then dg = debt(idiv(now, grid) * grid) end
+  local avail = math.max(0, idiv(cap - dg - lent * p, p))
+  -- On a grid, while others hold leases on the key, each of them is left
+  -- its share of a point's refill: holders that lack units come back at
+  -- the same point, and the first there does not take it all.
+  local share, reserve = 0, 0
+  if grid > 0 then
+    local others = 0
+    for _, it in ipairs(ledger) do
+      if it ~= mine and it.amt > 0 then others = others + 1 end
+    end
+    if others > 0 then
+      share = cdiv(idiv(grid * n, p), others + 1)
+      reserve = others * share
+    end
+  end
   if need > 0 and avail + own < need then
     -- The decision cannot be met: give the remainder back and answer as
     -- a one-trip decision would, with what the others hold.
@@ -149,10 +178,14 @@ if op == 1 then
       lent = lent - own
     end
     local w = math.min(math.max(need, want), limit)
-    retry = cdiv(d + (lent + w) * p - cap, n)
+    if grid > 0 then w = need end
+    retry = ongrid(cdiv(d + (lent + w) * p - cap, n))
   else
     local ask = math.max(want, need - own)
     granted = math.min(ask, avail)
+    if reserve > 0 then
+      granted = math.min(granted, math.max(math.min(avail, share), avail - reserve, need - own))
+    end
     if want > 0 then
       -- The holder's next take: when another want units (fewer if what
       -- is lent leaves less of the limit) would be free beyond what is
@@ -160,13 +193,25 @@ if op == 1 then
       -- its share at once rather than the few units refilled since the
       -- last take (DESIGN 2.5).
       local w = math.min(want, limit - lent - granted)
-      if w >= 1 then
+      if w >= 1 and grid > 0 then
+        -- On a grid: none if want more are free at the last point beyond
+        -- the others' shares; else the next point with a unit free, and
+        -- what is free then (up to want), so that every point's refill
+        -- is taken by the holders that lack units.
+        if avail - granted - reserve < w then
+          retry = ongrid(cdiv(d + (lent + granted + reserve + 1) * p - cap, n))
+          if retry > 0 then
+            local free = idiv(cap - debt(now + retry) - (lent + granted + reserve) * p, p)
+            retry_units = math.max(1, math.min(w, free))
+          end
+        end
+      elseif w >= 1 then
         retry = cdiv(d + (lent + granted + w) * p - cap, n)
         if retry > 0 then retry_units = w end
       elseif granted < want then
         -- Only lease ends make room: a time for one unit by draining,
         -- for the renewals to wait for; no promise.
-        retry = cdiv(d + (lent + granted + 1) * p - cap, n)
+        retry = ongrid(cdiv(d + (lent + granted + 1) * p - cap, n))
       end
     end
   end

@@ -808,7 +808,7 @@ func (a *allowances) request(r *allowance, now time.Time, need, held int64) call
 		want = min(want, int64(math.Ceil(r.rate*left.Seconds())))
 	}
 	return call{lendRequest: lendRequest{op: lendTake, holder: a.holder, seq: r.seq, used: used,
-		spentAt: spentAt, want: want, lease: a.lease, need: need, held: held}, at: now}
+		spentAt: spentAt, want: want, lease: a.lease, need: need, held: held, grid: takeGrid(r.p)}, at: now}
 }
 
 func ceilMicros(d time.Duration) int64 {
@@ -909,7 +909,10 @@ func (a *allowances) backoff(r *allowance, req call, res lendResult) time.Durati
 	if res.seq != 0 {
 		others-- // the caller's own lease
 	}
-	if res.retry <= 0 || others <= 0 || !bucketLike(r.p) || r.p.Rate.Count <= 0 {
+	if res.retry <= 0 || others <= 0 || !bucketLike(r.p) || r.p.Rate.Count <= 0 || req.grid > 0 {
+		// On a take grid every holder lacking units comes back at the
+		// point its units are free: a point's refill is taken by those
+		// there, not left for the next.
 		return 0
 	}
 	return time.Duration(others * req.want * int64(r.p.Rate.Period) / r.p.Rate.Count)

@@ -39,9 +39,12 @@ func TestAllowanceSaturatedNoWaitForCallInFlight(t *testing.T) {
 	if st := s.AllowanceStats(); st.Local == 0 {
 		t.Fatalf("the key never turned hot: %+v", st)
 	}
-	// Past any local refusal time, the next decision calls Redis, which
-	// is paused: that call stays in flight.
-	clock.Advance(time.Second)
+	// Past any local refusal time (the take grid's next point, 200 ms
+	// at most), the next decision calls Redis, which is paused: that call
+	// stays in flight. Idle for less than a renewal period (500 ms), the
+	// key is neither given back nor renewed meanwhile (either would send
+	// the decisions to the paused server on the one-trip path).
+	clock.Advance(250 * time.Millisecond)
 	pauser := srv.Client(t)
 	if err := pauser.Do(ctx, "CLIENT", "PAUSE", "2000", "ALL").Err(); err != nil {
 		t.Fatal(err)

@@ -37,6 +37,7 @@ type lendRequest struct {
 	lease   time.Duration
 	need    int64 // the cost of the decision waiting for the call; 0 for none
 	held    int64 // the holder's remainder when sending; -1 for unknown
+	grid    time.Duration // the take grid of the key's policy (takeGrid); 0 for none
 }
 
 // lendResult is the script's answer.
@@ -67,7 +68,7 @@ func (s *Store) lend(ctx context.Context, key string, p limit.Policy, r lendRequ
 	}
 	b := make([]byte, 0, 96)
 	for _, x := range [...]int64{int64(r.op), u.alg, u.limit, u.n, u.p, u.w, s.now(), r.seq, r.used,
-		r.spentAt, r.want, int64(r.lease / time.Microsecond), r.need, r.held} {
+		r.spentAt, r.want, int64(r.lease / time.Microsecond), r.need, r.held, int64(r.grid / time.Microsecond)} {
 		b = strconv.AppendInt(b, x, 10)
 		b = append(b, ' ')
 	}
@@ -89,4 +90,35 @@ func (s *Store) lend(ctx context.Context, key string, p limit.Policy, r lendRequ
 	return lendResult{granted: v[0], seq: v[1], lease: time.Duration(v[2]) * time.Microsecond, holders: v[3],
 		retry: time.Duration(v[4]) * time.Microsecond, remaining: v[5],
 		reset: time.Duration(v[6]) * time.Microsecond, now: v[7], matched: v[8] == 1, retryUnits: v[9]}, nil
+}
+
+// Bounds of a take grid (takeGrid).
+const (
+	minGrid     = 100 * time.Millisecond
+	maxGrid     = time.Second
+	gridRefills = 16 // units refilled between two points, at least
+)
+
+// takeGrid returns the take grid of a token bucket or GCRA policy: the
+// longest whole fraction of its period, at most maxGrid and at least
+// minGrid (in whole µs), over which gridRefills units or more refill. A
+// take is granted what was free at the last point of the grid, and a
+// store refused for want of units is told to come back at a point, so
+// that on a key saturated at several stores every period of the clock
+// admits the rate, not a share of a take more or less (DESIGN-allowances.md,
+// section 2.7). 0, no grid: another algorithm, a period under minGrid, or
+// too slow a refill for one.
+func takeGrid(p limit.Policy) time.Duration {
+	if !bucketLike(p) || p.Rate.Count <= 0 || p.Rate.Period < minGrid || p.Rate.Period%time.Microsecond != 0 {
+		return 0
+	}
+	per := int64(p.Rate.Period / time.Microsecond)
+	lo := (p.Rate.Period + maxGrid - 1) / maxGrid // fewest points a period
+	hi := min(int64(p.Rate.Period/minGrid), p.Rate.Count/gridRefills)
+	for k := hi; k >= int64(lo) && k >= 1; k-- {
+		if per%k == 0 {
+			return time.Duration(per/k) * time.Microsecond
+		}
+	}
+	return 0
 }
