@@ -76,12 +76,16 @@ if v then
   end
 end
 
--- debt returns the state's own debt (units) at t >= its time.
+-- debt returns the state's own debt (units) at t. Before the state's
+-- time (a take grid's last point, after a later charge) it is what
+-- draining at the rate leaves at the state's time: never less than the
+-- debt was then.
 local function debt(t)
   if alg == TB then
-    if a <= 0 then return 0 end
     local el = t - b
-    if el <= 0 then return a end
+    if el < 0 then return math.max(a, 0) - el * n end
+    if a <= 0 then return 0 end
+    if el == 0 then return a end
     if el > idiv(a, n) then return 0 end
     return a - el * n
   end

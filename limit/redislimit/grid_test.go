@@ -8,22 +8,23 @@ import (
 )
 
 // TestTakeGrid: a policy's take grid is the longest whole fraction of its
-// period between 100 ms and 1 s over which 16 units refill, or none.
+// period between 200 ms and 1 s over which 16 units refill, or none.
 func TestTakeGrid(t *testing.T) {
 	for _, c := range []struct {
 		p    limit.Policy
 		want time.Duration
 	}{
-		{limit.TokenBucket(1000, limit.PerSecond(1000)), 100 * time.Millisecond},
-		{limit.GCRA(limit.PerSecond(1000), 10), 100 * time.Millisecond},
+		{limit.TokenBucket(1000, limit.PerSecond(1000)), 200 * time.Millisecond},
+		{limit.GCRA(limit.PerSecond(1000), 10), 200 * time.Millisecond},
 		{limit.TokenBucket(100, limit.PerSecond(100)), 200 * time.Millisecond},
-		{limit.TokenBucket(100, limit.PerSecond(50)), 500 * time.Millisecond}, // 3 does not divide a second
-		{limit.TokenBucket(20, limit.PerSecond(20)), time.Second},             // 20 units a second
-		{limit.TokenBucket(10, limit.PerSecond(10)), 0},                       // under 16 units a second
-		{limit.TokenBucket(600, limit.Rate{Count: 600, Period: 2 * time.Second}), 100 * time.Millisecond},
-		{limit.TokenBucket(60000, limit.PerMinute(60000)), 100 * time.Millisecond},
+		{limit.TokenBucket(100, limit.PerSecond(50)), 500 * time.Millisecond},
+		{limit.TokenBucket(100, limit.Rate{Count: 100, Period: 150 * time.Millisecond}), 0}, // 3 does not divide a second
+		{limit.TokenBucket(20, limit.PerSecond(20)), time.Second},                           // 20 units a second
+		{limit.TokenBucket(10, limit.PerSecond(10)), 0},                                     // under 16 units a second
+		{limit.TokenBucket(600, limit.Rate{Count: 600, Period: 2 * time.Second}), 200 * time.Millisecond},
+		{limit.TokenBucket(60000, limit.PerMinute(60000)), 200 * time.Millisecond},
 		{limit.TokenBucket(600, limit.PerMinute(600)), 0},                                // 1 s would refill 10
-		{limit.TokenBucket(5, limit.Rate{Count: 500, Period: 50 * time.Millisecond}), 0}, // period under 100 ms
+		{limit.TokenBucket(5, limit.Rate{Count: 500, Period: 50 * time.Millisecond}), 0}, // period under 200 ms
 		{limit.FixedWindow(1000, time.Second), 0},
 		{limit.SlidingWindow(1000, time.Second), 0},
 	} {

@@ -35,8 +35,8 @@ type lendRequest struct {
 	spentAt int64 // server µs at or after the last of those spends; -1 for now
 	want    int64 // units asked for
 	lease   time.Duration
-	need    int64 // the cost of the decision waiting for the call; 0 for none
-	held    int64 // the holder's remainder when sending; -1 for unknown
+	need    int64         // the cost of the decision waiting for the call; 0 for none
+	held    int64         // the holder's remainder when sending; -1 for unknown
 	grid    time.Duration // the take grid of the key's policy (takeGrid); 0 for none
 }
 
@@ -94,7 +94,7 @@ func (s *Store) lend(ctx context.Context, key string, p limit.Policy, r lendRequ
 
 // Bounds of a take grid (takeGrid).
 const (
-	minGrid     = 100 * time.Millisecond
+	minGrid     = 200 * time.Millisecond
 	maxGrid     = time.Second
 	gridRefills = 16 // units refilled between two points, at least
 )
