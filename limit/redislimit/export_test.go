@@ -30,6 +30,15 @@ func (s *Store) LendForTest(ctx context.Context, key string, p limit.Policy, hol
 		LeaseFor: r.lease, Retry: r.retry, Now: r.now, Matched: r.matched}, err
 }
 
+// LendOnGridForTest is LendForTest with the policy's take grid.
+func (s *Store) LendOnGridForTest(ctx context.Context, key string, p limit.Policy, holder string,
+	seq, used, spentAt, want int64, lease time.Duration) (Lease, error) {
+	r, err := s.lend(ctx, key, p, lendRequest{op: lendTake, holder: holder, seq: seq, used: used, spentAt: spentAt,
+		want: want, lease: lease, held: -1, grid: takeGrid(p)})
+	return Lease{Granted: r.granted, Seq: r.seq, Holders: r.holders, Remaining: r.remaining,
+		LeaseFor: r.lease, Retry: r.retry, Now: r.now, Matched: r.matched}, err
+}
+
 // KillForTest stops the store's allowance work without giving anything
 // back, as if its process had died, and returns the units it held unspent.
 func (s *Store) KillForTest() (held int64) { return s.lent.kill() }
