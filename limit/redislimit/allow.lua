@@ -31,6 +31,10 @@ for x in string.gmatch(ARGV[1], '%S+') do spec[#spec + 1] = tonumber(x) end
 
 local function idiv(a, b)
   local q = math.floor(a / b)
+  -- From 2^52 on a double has no room for the unit steps below (q + 1
+  -- can equal q, and they would never end), nor has an infinity: such a
+  -- quotient is returned as it is.
+  if not (q > -4503599627370496 and q < 4503599627370496) then return q end
   while q * b > a do q = q - 1 end
   while (q + 1) * b <= a do q = q + 1 end
   return q

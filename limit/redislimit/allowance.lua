@@ -37,6 +37,10 @@ local TB = 1
 
 local function idiv(a, b)
   local q = math.floor(a / b)
+  -- From 2^52 on a double has no room for the unit steps below (q + 1
+  -- can equal q, and they would never end), nor has an infinity: such a
+  -- quotient is returned as it is.
+  if not (q > -4503599627370496 and q < 4503599627370496) then return q end
   while q * b > a do q = q - 1 end
   while (q + 1) * b <= a do q = q + 1 end
   return q
@@ -78,14 +82,15 @@ end
 
 -- debt returns the state's own debt (units) at t. Before the state's
 -- time (a take grid's last point, after a later charge) it is what
--- draining at the rate leaves at the state's time: never less than the
--- debt was then.
+-- draining at the rate leaves at the state's time, at most the capacity;
+-- a state dated after now (another holder's clock ahead of this one) is
+-- read at its own time.
 local function debt(t)
   if alg == TB then
     local el = t - b
-    if el < 0 then return math.max(a, 0) - el * n end
+    if el < 0 and b <= now then return math.min(math.max(a, 0) - el * n, cap) end
     if a <= 0 then return 0 end
-    if el == 0 then return a end
+    if el <= 0 then return a end
     if el > idiv(a, n) then return 0 end
     return a - el * n
   end

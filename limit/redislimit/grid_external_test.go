@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/costwise/batcher/internal/redistest"
 	"github.com/costwise/batcher/limit"
 	"github.com/costwise/batcher/limit/limittest"
 	"github.com/costwise/batcher/limit/redislimit"
@@ -64,5 +65,35 @@ func TestLendOnGridGrantsWhatWasFreeAtThePoint(t *testing.T) {
 				t.Fatalf("b at 410 ms: granted %d, want 200", b.Granted)
 			}
 		})
+	}
+}
+
+// TestLendOnStateFromAnotherClock: a token bucket state dated far past
+// the store's clock (another store's clock, or a state written by hand)
+// is read at its own time, and the script answers at once: no integer
+// division runs out of a double's precision and loops (which would hold
+// Redis busy for every client).
+func TestLendOnStateFromAnotherClock(t *testing.T) {
+	srv := redistest.StartServer(t)
+	ctx := context.Background()
+	clock := limittest.NewClock(limittest.Epoch)
+	s, err := redislimit.New(srv.Client(t), redislimit.Options{Prefix: "skew:", Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := limit.TokenBucket(1000, limit.PerSecond(1000)).Named("tb")
+	for _, at := range []string{"100000000000000000000", "9007199254740993"} {
+		if err := srv.Client(t).Set(ctx, s.Key("k", p), "5 "+at, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		l, err := s.LendOnGridForTest(cctx, "k", p, "a", 0, 0, -1, 10, time.Second)
+		cancel()
+		if err != nil {
+			t.Fatalf("state dated %s: %v", at, err)
+		}
+		if l.Granted != 10 {
+			t.Fatalf("state dated %s: granted %d, want the 10 asked for (5 of 1000 spent then)", at, l.Granted)
+		}
 	}
 }
