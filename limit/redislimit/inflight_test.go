@@ -45,6 +45,11 @@ func TestAllowanceSaturatedNoWaitForCallInFlight(t *testing.T) {
 	// key is neither given back nor renewed meanwhile (either would send
 	// the decisions to the paused server on the one-trip path).
 	clock.Advance(250 * time.Millisecond)
+	// The renewal goroutine may renew the key now (it is low): let it
+	// finish before Redis pauses, so that the call in flight is the
+	// decision's and the last answer the renewal's (short: 40 units free
+	// at the grid's point at 3.2 s, of the 50 it asks for).
+	settle(t, s)
 	pauser := srv.Client(t)
 	if err := pauser.Do(ctx, "CLIENT", "PAUSE", "2000", "ALL").Err(); err != nil {
 		t.Fatal(err)
