@@ -326,6 +326,10 @@ type saturation struct {
 	keys  int
 	ratio float64 // Σ admitted ÷ Σ allowed
 	min   float64
+	// minRank is the rank (0: the hottest) of the key admitted least
+	// (min), and minDemand its callers' demand ÷ its limit.
+	minRank   int
+	minDemand float64
 	// The one-key case: per 1-s window, the admissions certainly inside it
 	// and those dated across its edges (a round trip over the boundary).
 	winCertain, winMaybe []int64
@@ -344,7 +348,10 @@ func saturated(run *hotRun, cfg hotConfig) saturation {
 		s.keys++
 		adm += a
 		allowed += l * run.seconds
-		s.min = min(s.min, a/(l*run.seconds))
+		if r := a / (l * run.seconds); r < s.min {
+			s.min, s.minRank = r, rank
+			s.minDemand = float64(run.hotDemand[rank]) / (l * run.seconds)
+		}
 	}
 	if s.keys > 0 {
 		s.ratio = adm / allowed
@@ -525,9 +532,13 @@ func (b *bench) hotRows(hp hotPlan, alg limit.Algorithm, cfg hotConfig, runs map
 	if sOff.keys == 0 {
 		offSat = "no key saturated" // its callers' demand stayed under 1.5× every limit
 	}
+	onSat := "on: no key saturated"
+	if sOn.keys > 0 {
+		onSat = fmt.Sprintf("on %s (least served %s: rank %d, limit %d/s, demand %.1f× it; %d keys)", fmtPct(sOn.ratio), fmtPct(sOn.min),
+			sOn.minRank+1, cfg.HotLimits[sOn.minRank], sOn.minDemand, sOn.keys)
+	}
 	b.rep.add(result{Scenario: scen, Case: fmt.Sprintf("%s: admitted ÷ limit on saturated keys, steady state", alg), Store: "redis",
-		Ours: fmt.Sprintf("on %s (min %s, %d keys); off %s", fmtPct(sOn.ratio), fmtPct(sOn.min), sOn.keys, offSat),
-		Goal: "≥ 97%", Status: verdict(sOn.keys > 0 && sOn.ratio >= 0.97),
+		Ours: onSat + "; off " + offSat, Goal: "≥ 97% on each", Status: verdict(sOn.keys > 0 && sOn.min >= 0.97),
 		Values: map[string]float64{"on": sOn.ratio, "on_min": sOn.min, "on_keys": float64(sOn.keys), "off": sOff.ratio},
 		Note:   "keys whose demand was ≥ 1.5× their limit over the measured time"})
 	// The reference is the memory store at each instance: the same worker

@@ -99,7 +99,11 @@ func TestAllowanceSaturatedKeyTakesShares(t *testing.T) {
 // held at the last point of its take grid, and a store refused for want
 // of units asks again at the next point, so every second of the clock
 // admits the key's rate exactly, as a bucket decided in one place does
-// under the same demand: no second gains what another lost.
+// under the same demand: no second gains what another lost. A policy
+// without a grid (too small a burst or too slow a refill for one) admits
+// at least 97 % of its rate all the same: a point's refill as large as
+// the burst left a unit to be cut by it every other second, and one
+// larger than the burst held the key to the burst at each point.
 func TestAllowanceSaturatedWindowsHoldTheRate(t *testing.T) {
 	const (
 		seconds = 6
@@ -109,6 +113,10 @@ func TestAllowanceSaturatedWindowsHoldTheRate(t *testing.T) {
 		limit.TokenBucket(1000, limit.PerSecond(1000)).Named("tb"),
 		limit.GCRA(limit.PerSecond(1000), 1000).Named("gcra"),
 		limit.TokenBucket(300, limit.Rate{Count: 600, Period: 2 * time.Second}).Named("tb-2s"),
+		limit.TokenBucket(60, limit.PerSecond(60)).Named("tb-60"),       // points of 1/3 s
+		limit.TokenBucket(30, limit.PerSecond(30)).Named("tb-30"),       // no grid: 1 s would refill the burst
+		limit.TokenBucket(100, limit.PerSecond(1000)).Named("tb-burst"), // no grid: 200 ms would refill twice the burst
+		limit.GCRA(limit.PerSecond(100), 10).Named("gcra-burst"),        // no grid
 	} {
 		t.Run(p.Name, func(t *testing.T) {
 			clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
@@ -147,6 +155,16 @@ func TestAllowanceSaturatedWindowsHoldTheRate(t *testing.T) {
 			}
 			t.Logf("admitted per second: %v", got)
 			period := int64(p.Rate.Period / time.Second)
+			var steady int64
+			for _, n := range got[2:] {
+				steady += n
+			}
+			if want := p.Rate.Count * (seconds - 2) / period; steady*100 < want*97 {
+				t.Errorf("seconds 2 to %d admitted %d, want at least 97 %% of %d (%v)", seconds-1, steady, want, got)
+			}
+			if redislimit.TakeGridForTest(p) == 0 {
+				return
+			}
 			for sec := int64(2); sec+period <= seconds; sec += period {
 				var n int64
 				for i := range period {

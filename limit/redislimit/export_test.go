@@ -30,6 +30,9 @@ func (s *Store) LendForTest(ctx context.Context, key string, p limit.Policy, hol
 		LeaseFor: r.lease, Retry: r.retry, Now: r.now, Matched: r.matched}, err
 }
 
+// TakeGridForTest is takeGrid.
+var TakeGridForTest = takeGrid
+
 // LendOnGridForTest is LendForTest with the policy's take grid.
 func (s *Store) LendOnGridForTest(ctx context.Context, key string, p limit.Policy, holder string,
 	seq, used, spentAt, want int64, lease time.Duration) (Lease, error) {

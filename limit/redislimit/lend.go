@@ -100,22 +100,25 @@ const (
 )
 
 // takeGrid returns the take grid of a token bucket or GCRA policy: the
-// longest whole fraction of its period, at most maxGrid and at least
-// minGrid (in whole µs), over which gridRefills units or more refill. A
-// take is granted what was free at the last point of the grid, and a
-// store refused for want of units is told to come back at a point, so
-// that on a key saturated at several stores every period of the clock
-// admits the rate, not a share of a take more or less (DESIGN-allowances.md,
-// section 2.7). 0, no grid: another algorithm, a period under minGrid, or
-// too slow a refill for one.
+// shortest whole fraction of its period (in whole µs) from minGrid to
+// maxGrid over which gridRefills units or more refill, and at most half
+// the burst, so that what a point leaves in the bucket is not cut by its
+// burst at the next. A take is granted what was free at the last point
+// of the grid, and a store refused for want of units is told to come
+// back at a point, so that on a key saturated at several stores every
+// period of the clock admits the rate, not a share of a take more or less
+// (DESIGN-allowances.md, section 2.7). 0, no grid: another algorithm, a
+// period under minGrid, too slow a refill or too small a burst for one.
 func takeGrid(p limit.Policy) time.Duration {
-	if !bucketLike(p) || p.Rate.Count <= 0 || p.Rate.Period < minGrid || p.Rate.Period%time.Microsecond != 0 {
+	if !bucketLike(p) || p.Rate.Count <= 0 || p.Limit <= 0 || p.Rate.Period < minGrid || p.Rate.Period%time.Microsecond != 0 {
 		return 0
 	}
 	per := int64(p.Rate.Period / time.Microsecond)
-	lo := (p.Rate.Period + maxGrid - 1) / maxGrid // fewest points a period
+	lo := int64((p.Rate.Period + maxGrid - 1) / maxGrid) // fewest points a period
+	// A point refills Count/k units: at most half the burst.
+	lo = max(lo, (2*p.Rate.Count+p.Limit-1)/p.Limit)
 	hi := min(int64(p.Rate.Period/minGrid), p.Rate.Count/gridRefills)
-	for k := hi; k >= int64(lo) && k >= 1; k-- {
+	for k := hi; k >= lo && k >= 1; k-- {
 		if per%k == 0 {
 			return time.Duration(per/k) * time.Microsecond
 		}

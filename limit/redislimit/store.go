@@ -57,9 +57,10 @@ type Options struct {
 	// across stores never exceeds the limit (see the package doc and
 	// DESIGN-allowances.md; rolling window keys keep the one-trip path).
 	// Takes on a token bucket or GCRA key follow its take grid (points
-	// 200 ms to 1 s apart, aligned to its period), so that a key saturated
-	// at several stores admits its rate in every period of the clock;
-	// a refused decision's RetryAfter is then a point. Experimental; off by default. Every store sharing the prefix must run
+	// 200 ms to 1 s apart, aligned to its period, each refilling from 16
+	// units to half the burst; none when no such points exist), so that a
+	// key saturated at several stores admits its rate in every period of
+	// the clock; a refused decision's RetryAfter is then a point. Experimental; off by default. Every store sharing the prefix must run
 	// a version that reads lent units (this one or later). Call Close to
 	// give the units back and stop the renewal goroutine when the store is
 	// done.
