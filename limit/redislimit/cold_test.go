@@ -323,16 +323,8 @@ func TestColdLeaseNotNearTheLimit(t *testing.T) {
 func TestColdLeaseRefusedWhileAsked(t *testing.T) {
 	for _, p := range unrefilled(64) {
 		t.Run(p.Name, func(t *testing.T) {
-			clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
-			s := coldStores(t, clock, 1, time.Second, time.Minute)[0]
-			plain := plainStore(t, clock, s)
+			s, plain, asked, hold, waiting := heldAsk(t)
 			ctx := context.Background()
-			asked, hold, waiting := make(chan int64, 1), make(chan struct{}), make(chan struct{}, 1)
-			redislimit.SetColdAskHooksForTest(s, func(granted int64) {
-				asked <- granted
-				<-hold
-			}, func() { waiting <- struct{}{} })
-			t.Cleanup(func() { redislimit.SetColdAskHooksForTest(nil, nil, nil) })
 			type answer struct {
 				dec limit.Decision
 				err error
@@ -351,17 +343,7 @@ func TestColdLeaseRefusedWhileAsked(t *testing.T) {
 			}
 			// The lease is in Redis and not yet here: another store spends
 			// the rest of the limit.
-			admitted := int64(1)
-			for {
-				dec, err := plain.AllowN(ctx, "k", p, 1)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !dec.Allowed {
-					break
-				}
-				admitted++
-			}
+			admitted := 1 + drain(t, plain, "k", p)
 			if admitted != 64-8 {
 				t.Fatalf("the other store admitted %d, want %d", admitted-1, 64-8-1)
 			}
@@ -402,22 +384,33 @@ func TestColdLeaseRefusedWhileAsked(t *testing.T) {
 	}
 }
 
+// heldAsk returns a store with cold leases on a fake clock, a store
+// without allowances beside it, and the hooks of the store's lease asks: an
+// ask answered by Redis sends its grant on asked and waits until hold is
+// closed; a decision refused while an ask is in flight signals waiting
+// before it waits for the ask.
+func heldAsk(t *testing.T) (s, plain *redislimit.Store, asked chan int64, hold chan struct{}, waiting chan struct{}) {
+	t.Helper()
+	clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
+	s = coldStores(t, clock, 1, time.Second, time.Minute)[0]
+	plain = plainStore(t, clock, s)
+	asked, hold, waiting = make(chan int64, 1), make(chan struct{}), make(chan struct{}, 1)
+	redislimit.SetColdAskHooksForTest(s, func(granted int64) {
+		asked <- granted
+		<-hold
+	}, func() { waiting <- struct{}{} })
+	t.Cleanup(func() { redislimit.SetColdAskHooksForTest(nil, nil, nil) })
+	return s, plain, asked, hold, waiting
+}
+
 // TestColdLeaseAskWaitEndsWithContext: a decision refused while its
 // store's ask for the key's lease is in flight waits for that ask no longer
 // than its context: it returns Redis's refusal, and the lease, once in,
 // is spent by the next decision.
 func TestColdLeaseAskWaitEndsWithContext(t *testing.T) {
 	p := unrefilled(64)[0]
-	clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
-	s := coldStores(t, clock, 1, time.Second, time.Minute)[0]
-	plain := plainStore(t, clock, s)
+	s, plain, asked, hold, waiting := heldAsk(t)
 	ctx := context.Background()
-	asked, hold, waiting := make(chan int64, 1), make(chan struct{}), make(chan struct{}, 1)
-	redislimit.SetColdAskHooksForTest(s, func(granted int64) {
-		asked <- granted
-		<-hold
-	}, func() { waiting <- struct{}{} })
-	t.Cleanup(func() { redislimit.SetColdAskHooksForTest(nil, nil, nil) })
 	first := make(chan error, 1)
 	go func() {
 		_, err := s.AllowN(ctx, "k", p, 1)
@@ -426,15 +419,7 @@ func TestColdLeaseAskWaitEndsWithContext(t *testing.T) {
 	if g := <-asked; g != 8 {
 		t.Fatalf("the first decision was lent %d units, want 8", g)
 	}
-	for {
-		dec, err := plain.AllowN(ctx, "k", p, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !dec.Allowed {
-			break
-		}
-	}
+	drain(t, plain, "k", p)
 	cctx, cancel := context.WithCancel(ctx)
 	second := make(chan limit.Decision, 1)
 	go func() {
