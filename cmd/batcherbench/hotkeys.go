@@ -338,17 +338,26 @@ type saturation struct {
 func saturated(run *hotRun, cfg hotConfig) saturation {
 	s := saturation{min: math.Inf(1)}
 	var adm, allowed float64
+	from, to, secs := run.warmTicks, run.measureEnd, run.seconds
+	if cfg.Algorithm == limit.FixedWindowAlgorithm && secs > 1 {
+		// A saturated 1-s window admits its limit in its first moments,
+		// on the measured span's edges (whole seconds), where the
+		// admissions dated across an edge count half: from mid-window to
+		// mid-window no window's admissions straddle an edge.
+		half := int(time.Second/cfg.Tick) / 2
+		from, to, secs = from+half, to-half, secs-1
+	}
 	for rank, tc := range run.perKey {
 		l := float64(cfg.HotLimits[rank])
 		if float64(run.hotDemand[rank]) < 1.5*l*run.seconds {
 			continue
 		}
-		c, m := tc.in(run.warmTicks, run.measureEnd)
+		c, m := tc.in(from, to)
 		a := float64(c) + float64(m)/2 // those across the edges: half in
 		s.keys++
 		adm += a
-		allowed += l * run.seconds
-		if r := a / (l * run.seconds); r < s.min {
+		allowed += l * secs
+		if r := a / (l * secs); r < s.min {
 			s.min, s.minRank = r, rank
 			s.minDemand = float64(run.hotDemand[rank]) / (l * run.seconds)
 		}

@@ -145,3 +145,22 @@ func TestOverAdmissionFailsTheScenario(t *testing.T) {
 		}
 	}
 }
+
+// TestSaturatedFixedWindowCountsWholeWindows: a saturated fixed window
+// admits its limit at each window's start, on the measured span's edges;
+// admissions dated across the first edge and none across the last are
+// still the limit in every window.
+func TestSaturatedFixedWindowCountsWholeWindows(t *testing.T) {
+	hp := hotPlanFor(true)
+	hp.hot = 1
+	cfg := hp.configs(modeOn, "", limit.FixedWindowAlgorithm, []int64{10}, hotColdLimit, time.Second, 2*time.Second)[0]
+	r := &hotRun{mode: modeOn, seconds: 2, hotDemand: []int64{100}, perKey: []*tickCounts{newTickCounts(cfg.ticks())},
+		warmTicks: 20, measureEnd: 60}
+	r.perKey[0].add(19, 20, 10) // the first window's, dated across the span's start
+	r.perKey[0].add(40, 40, 10)
+	r.perKey[0].add(60, 60, 10) // the window after the span
+	s := saturated(r, cfg)
+	if s.keys != 1 || s.min != 1 {
+		t.Fatalf("saturated: %d keys, least served %.3f; want 1 key at 1", s.keys, s.min)
+	}
+}
