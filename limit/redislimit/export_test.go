@@ -154,6 +154,21 @@ func (s *Store) LockAllowanceForTest(key string, p limit.Policy) (unlock func())
 	return r.mu.Unlock
 }
 
+// CallInFlightForTest reports whether a call for key's allowance under p
+// is in flight.
+func (s *Store) CallInFlightForTest(key string, p limit.Policy) bool {
+	sh := s.lent.shard(s.Key(key, p))
+	sh.mu.Lock()
+	r := sh.recs[s.Key(key, p)]
+	sh.mu.Unlock()
+	if r == nil {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.flight != nil
+}
+
 // ShardForTest returns the index of the shard of key under p.
 func (s *Store) ShardForTest(key string, p limit.Policy) int {
 	sh := s.lent.shard(s.Key(key, p))

@@ -59,7 +59,15 @@ func TestAllowanceSaturatedNoWaitForCallInFlight(t *testing.T) {
 		_, err := s.AllowN(ctx, "k", p, 100)
 		first <- err
 	}()
-	time.Sleep(200 * time.Millisecond) // the first decision's call is sent
+	// The first decision's call is sent (on a busy machine that can take
+	// longer than any fixed sleep; the decision below then sent the call
+	// itself and waited for the paused server).
+	for deadline := time.Now().Add(10 * time.Second); !s.CallInFlightForTest("k", p); {
+		if time.Now().After(deadline) {
+			t.Fatal("the first decision sent no call in 10 s")
+		}
+		time.Sleep(time.Millisecond)
+	}
 	start := time.Now()
 	dec, err := s.AllowN(ctx, "k", p, 1)
 	took := time.Since(start)
