@@ -113,7 +113,7 @@ func TestAllowanceSaturatedWindowsHoldTheRate(t *testing.T) {
 		limit.TokenBucket(1000, limit.PerSecond(1000)).Named("tb"),
 		limit.GCRA(limit.PerSecond(1000), 1000).Named("gcra"),
 		limit.TokenBucket(300, limit.Rate{Count: 600, Period: 2 * time.Second}).Named("tb-2s"),
-		limit.TokenBucket(60, limit.PerSecond(60)).Named("tb-60"),       // points of 1/3 s
+		limit.TokenBucket(60, limit.PerSecond(60)).Named("tb-60"),       // points of 1/2 s (1/3 s is not whole µs)
 		limit.TokenBucket(30, limit.PerSecond(30)).Named("tb-30"),       // no grid: 1 s would refill the burst
 		limit.TokenBucket(100, limit.PerSecond(1000)).Named("tb-burst"), // no grid: 200 ms would refill twice the burst
 		limit.GCRA(limit.PerSecond(100), 10).Named("gcra-burst"),        // no grid

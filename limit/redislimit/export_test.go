@@ -139,14 +139,19 @@ func (s *Store) LockShardForTest(key string, p limit.Policy) (unlock func()) {
 	return sh.mu.Unlock
 }
 
+// allowanceForTest returns key's allowance under p, or nil.
+func (s *Store) allowanceForTest(key string, p limit.Policy) *allowance {
+	sh := s.lent.shard(s.Key(key, p))
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return sh.recs[s.Key(key, p)]
+}
+
 // LockAllowanceForTest takes the lock of key's allowance under p, as a
 // take or renewal of it holds it, and returns its unlock; nil when the key
 // has no allowance.
 func (s *Store) LockAllowanceForTest(key string, p limit.Policy) (unlock func()) {
-	sh := s.lent.shard(s.Key(key, p))
-	sh.mu.Lock()
-	r := sh.recs[s.Key(key, p)]
-	sh.mu.Unlock()
+	r := s.allowanceForTest(key, p)
 	if r == nil {
 		return nil
 	}
@@ -157,10 +162,7 @@ func (s *Store) LockAllowanceForTest(key string, p limit.Policy) (unlock func())
 // CallInFlightForTest reports whether a call for key's allowance under p
 // is in flight.
 func (s *Store) CallInFlightForTest(key string, p limit.Policy) bool {
-	sh := s.lent.shard(s.Key(key, p))
-	sh.mu.Lock()
-	r := sh.recs[s.Key(key, p)]
-	sh.mu.Unlock()
+	r := s.allowanceForTest(key, p)
 	if r == nil {
 		return false
 	}
