@@ -137,7 +137,9 @@ local function retry_for(cost)
 end
 
 local granted, retry, newseq, lease_us = 0, 0, 0, 0
-if op == 1 and (want > 0 or need > 0) then
+-- A take asking for nothing more still renews a lease that holds units
+-- (the holder goes on spending them); with none held it lends nothing.
+if op == 1 then
   local own = 0
   if mine then own = mine.amt end
   if need > 0 and avail() + own < need then

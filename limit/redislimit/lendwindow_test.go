@@ -271,3 +271,40 @@ func TestLendWindowNeedAndHeld(t *testing.T) {
 		})
 	}
 }
+
+// TestLendWindowRenewalAskingNothing: a renewal that reports spends and
+// asks for no more units (the holder already holds its target) keeps the
+// lease, under a new seq, with what is left of it: the holder goes on
+// spending those units, and a return gives them back to the window. The
+// window script once answered such a call with no lease, so the holder
+// dropped its remainder while the window still counted it lent: units lost
+// for the rest of the window (9 of 56 a window in a saturated 3-store run).
+func TestLendWindowRenewalAskingNothing(t *testing.T) {
+	ctx := context.Background()
+	for _, p := range windowPolicies {
+		t.Run(p.Name, func(t *testing.T) {
+			clock := limittest.NewClock(windowStart)
+			s := lendStores(t, clock, 1)[0]
+			a, err := s.LendForTest(ctx, "k", p, "a", false, 0, 0, -1, 6, time.Hour)
+			if err != nil || a.Granted != 6 {
+				t.Fatalf("take: %+v %v, want 6 granted", a, err)
+			}
+			clock.Advance(100 * time.Millisecond)
+			r, err := s.LendForTest(ctx, "k", p, "a", false, a.Seq, 2, -1, 0, time.Hour)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !r.Matched || r.Seq == 0 || r.Seq == a.Seq || r.Granted != 0 || r.Holders != 1 || r.Remaining != 4 {
+				t.Fatalf("renewal asking nothing: %+v; want the lease kept under a new seq, 4 still lent, 4 free", r)
+			}
+			// a spends 1 more and gives back the other 3.
+			g, err := s.LendForTest(ctx, "k", p, "a", true, r.Seq, 1, -1, 0, time.Hour)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !g.Matched || g.Remaining != 7 || g.Holders != 0 {
+				t.Fatalf("return: %+v; want the 3 unspent back (7 free: 10 - 3 spent), no holder", g)
+			}
+		})
+	}
+}
