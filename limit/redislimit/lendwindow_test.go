@@ -7,6 +7,7 @@ import (
 
 	"github.com/costwise/batcher/limit"
 	"github.com/costwise/batcher/limit/limittest"
+	"github.com/costwise/batcher/limit/redislimit"
 )
 
 // windowPolicies are the window algorithms allowances hold: a limit of 10
@@ -18,6 +19,19 @@ var windowPolicies = []limit.Policy{
 
 // windowStart is the start of a one-second window.
 var windowStart = time.Unix(1_700_000_000, 0)
+
+// windowTake returns a store on a clock at start and the lease of holder
+// "a" on key "k" under p after its take of want for lease.
+func windowTake(t *testing.T, start time.Time, p limit.Policy, want int64, lease time.Duration) (*limittest.Clock, *redislimit.Store, redislimit.Lease) {
+	t.Helper()
+	clock := limittest.NewClock(start)
+	s := lendStores(t, clock, 1)[0]
+	a, err := s.LendForTest(context.Background(), "k", p, "a", false, 0, 0, -1, want, lease)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return clock, s, a
+}
 
 // oneTrip decides cost on key from s on the one-trip path: AllowAll with
 // one request, or AllowN (the store has no allowances).
@@ -46,12 +60,7 @@ func TestLendWindowCountsAtOnce(t *testing.T) {
 	ctx := context.Background()
 	for _, p := range windowPolicies {
 		t.Run(p.Name, func(t *testing.T) {
-			clock := limittest.NewClock(windowStart)
-			s := lendStores(t, clock, 1)[0]
-			a, err := s.LendForTest(ctx, "k", p, "a", false, 0, 0, -1, 6, time.Hour)
-			if err != nil {
-				t.Fatal(err)
-			}
+			clock, s, a := windowTake(t, windowStart, p, 6, time.Hour)
 			if a.Granted != 6 || a.Remaining != 4 || a.Holders != 1 || a.LeaseFor != time.Second {
 				t.Fatalf("take: %+v, want 6 granted, 4 remaining, a lease cut to the window's end (1s)", a)
 			}
@@ -86,12 +95,7 @@ func TestLendWindowForfeitAtWindowEnd(t *testing.T) {
 	ctx := context.Background()
 	for _, p := range windowPolicies {
 		t.Run(p.Name, func(t *testing.T) {
-			clock := limittest.NewClock(windowStart.Add(600 * time.Millisecond))
-			s := lendStores(t, clock, 1)[0]
-			a, err := s.LendForTest(ctx, "k", p, "a", false, 0, 0, -1, 10, time.Hour)
-			if err != nil {
-				t.Fatal(err)
-			}
+			clock, s, a := windowTake(t, windowStart.Add(600*time.Millisecond), p, 10, time.Hour)
 			if a.Granted != 10 || a.LeaseFor != 400*time.Millisecond {
 				t.Fatalf("take: %+v, want 10 granted for the 400ms left in the window", a)
 			}
@@ -131,12 +135,7 @@ func TestLendWindowExpiredLeaseStaysCounted(t *testing.T) {
 	ctx := context.Background()
 	for _, p := range windowPolicies {
 		t.Run(p.Name, func(t *testing.T) {
-			clock := limittest.NewClock(windowStart)
-			s := lendStores(t, clock, 1)[0]
-			a, err := s.LendForTest(ctx, "k", p, "a", false, 0, 0, -1, 5, lease)
-			if err != nil {
-				t.Fatal(err)
-			}
+			clock, s, a := windowTake(t, windowStart, p, 5, lease)
 			clock.Advance(lease)
 			r, err := s.LendForTest(ctx, "k", p, "a", true, a.Seq, 0, -1, 0, lease)
 			if err != nil {
@@ -162,12 +161,7 @@ func TestLendWindowResetAndSettleKeepLentUnits(t *testing.T) {
 	ctx := context.Background()
 	for _, p := range windowPolicies {
 		t.Run(p.Name, func(t *testing.T) {
-			clock := limittest.NewClock(windowStart)
-			s := lendStores(t, clock, 1)[0]
-			a, err := s.LendForTest(ctx, "k", p, "a", false, 0, 0, -1, 4, time.Hour)
-			if err != nil {
-				t.Fatal(err)
-			}
+			_, s, a := windowTake(t, windowStart, p, 4, time.Hour)
 			if !oneTrip(t, s, "k", p, 5, true) {
 				t.Fatal("5 refused with 4 of 10 lent")
 			}
@@ -283,11 +277,9 @@ func TestLendWindowRenewalAskingNothing(t *testing.T) {
 	ctx := context.Background()
 	for _, p := range windowPolicies {
 		t.Run(p.Name, func(t *testing.T) {
-			clock := limittest.NewClock(windowStart)
-			s := lendStores(t, clock, 1)[0]
-			a, err := s.LendForTest(ctx, "k", p, "a", false, 0, 0, -1, 6, time.Hour)
-			if err != nil || a.Granted != 6 {
-				t.Fatalf("take: %+v %v, want 6 granted", a, err)
+			clock, s, a := windowTake(t, windowStart, p, 6, time.Hour)
+			if a.Granted != 6 {
+				t.Fatalf("take: %+v, want 6 granted", a)
 			}
 			clock.Advance(100 * time.Millisecond)
 			r, err := s.LendForTest(ctx, "k", p, "a", false, a.Seq, 2, -1, 0, time.Hour)
