@@ -185,14 +185,14 @@ func TestAllowanceSaturatedWindowsHoldTheRate(t *testing.T) {
 // and stores: every window admits exactly its limit. A store that already
 // held its share renewed its lease asking for nothing more; the window
 // script answered with no lease, the store dropped what it held, and the
-// window kept it counted: 46 or 47 in some windows of 2 or 3 runs in 8.
+// window kept it counted: 41 to 47 in some windows, in 17 of 40 seed runs.
 func TestAllowanceWindowSaturatedAtModerateDemand(t *testing.T) {
 	const (
 		seconds = 8
 		demand  = 185.0 // decisions per second over the three stores
 	)
 	p := limit.FixedWindow(56, time.Second).Named("fw")
-	for seed := range uint64(4) {
+	for seed := range uint64(8) {
 		t.Run(strconv.FormatUint(seed, 10), func(t *testing.T) {
 			clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
 			stores := storesWith(t, 3, redislimit.Options{Clock: clock, LocalAllowance: true})
