@@ -56,6 +56,10 @@ for x in string.gmatch(ARGV[1], '%S+') do spec[#spec + 1] = tonumber(x) end
 local op, alg, limit, n, p = spec[1], spec[2], spec[3], spec[4], spec[5]
 local now, seq, used, spent_at, want, lease = spec[7], spec[8], spec[9], spec[10], spec[11], spec[12]
 local need, held, grid = spec[13] or 0, spec[14] or -1, spec[15] or 0
+-- No lease holds more than the limit, so no report of its spends is more:
+-- a report past it (a holder's bookkeeping gone wrong) is charged as the
+-- limit, not as a debt that would hold the key for years.
+used = math.max(0, math.min(used, limit))
 local holder = ARGV[2]
 local cap = limit * p
 local slack = 3600000

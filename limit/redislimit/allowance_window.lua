@@ -45,6 +45,9 @@ local spec = {}
 for x in string.gmatch(ARGV[1], '%S+') do spec[#spec + 1] = tonumber(x) end
 local op, alg, limit, w = spec[1], spec[2], spec[3], spec[6]
 local now, seq, used, spent_at, want, lease = spec[7], spec[8], spec[9], spec[10], spec[11], spec[12]
+-- No lease holds more than the limit, so no report of its spends is more
+-- (see allowance.lua).
+used = math.max(0, math.min(used, limit))
 local need, held = spec[13] or 0, spec[14] or -1
 local holder = ARGV[2]
 local slack = 3600000

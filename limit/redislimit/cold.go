@@ -405,7 +405,9 @@ func (a *allowances) coldWant(c *coldLease, p limit.Policy, now time.Time, cost 
 }
 
 // renewColdEarly marks c's renewal in flight when its units or its time are
-// low (sh locked, a decision just spent from c at now), and returns the ask
+// low (sh locked, a decision just spent from c at now: a spend without the
+// lock may have been c's last before another decision ended it, and an
+// ended lease has nothing to report or renew), and returns the ask
 // for the caller to send with go renewCold once sh is unlocked (a goroutine
 // started under the lock would take the place, on this processor, of the
 // decision the unlock wakes). The call extends the lease, so c goes on
@@ -413,7 +415,7 @@ func (a *allowances) coldWant(c *coldLease, p limit.Policy, now time.Time, cost 
 // call. No slot free, or a lease that may not be renewed, leaves c to run
 // out: its next decision goes one-trip.
 func (a *allowances) renewColdEarly(c *coldLease, now time.Time) (ask lendAsk, start bool) {
-	if c.renewing != nil || c.closing != nil || !a.lowCold(c, now.UnixNano(), c.avail.Load()) || a.closed.Load() {
+	if c.ended() || c.renewing != nil || c.closing != nil || !a.lowCold(c, now.UnixNano(), c.avail.Load()) || a.closed.Load() {
 		return ask, false
 	}
 	want := a.coldWant(c, *c.p, now, 1)

@@ -810,3 +810,70 @@ func TestColdLeaseReportsAsOneTrip(t *testing.T) {
 		})
 	}
 }
+
+// TestColdLeaseEndedBeforeItsRenewal: a decision spends the unit that
+// makes its key's cold lease due for renewal without the shard's lock, and
+// another decision ends the lease before the first takes the lock to start
+// the renewal. The ended lease is not renewed: its remainder, an ended
+// mark, is no count of units spent, and reported as one it charged the key
+// about 2^62 units (or, with a token weighing many units, failed the
+// script, and with it every decision that shared the call).
+func TestColdLeaseEndedBeforeItsRenewal(t *testing.T) {
+	for _, p := range []limit.Policy{
+		limit.TokenBucket(1000, limit.PerSecond(1_000_000)).Named("tb-1us"),
+		limit.TokenBucket(1000, limit.PerHour(1)).Named("tb"),
+		limit.GCRA(limit.PerHour(1), 1000).Named("gcra"),
+	} {
+		t.Run(p.Name, func(t *testing.T) {
+			clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
+			s := coldStores(t, clock, 1, time.Second, time.Minute)[0]
+			ctx := context.Background()
+			// One one-trip decision, lent 8 along; 6 spent from the lease.
+			for i := range 7 {
+				if d, err := s.AllowN(ctx, "k", p, 1); err != nil || !d.Allowed {
+					t.Fatalf("decision %d: %+v %v", i, d, err)
+				}
+			}
+			if st := s.AllowanceStats(); st.Lent != 8 || st.ColdLocal != 6 {
+				t.Fatalf("stats %+v: want 8 lent, 6 decisions from the cold lease", st)
+			}
+			unlock := s.LockShardForTest("k", p)
+			done := make(chan error, 1)
+			go func() {
+				// Leaves 1 of 8: due for renewal, which needs the lock.
+				d, err := s.AllowN(ctx, "k", p, 1)
+				if err == nil && !d.Allowed {
+					err = fmt.Errorf("refused: %+v", d)
+				}
+				done <- err
+			}()
+			for s.AllowanceStats().ColdLocal != 7 {
+				time.Sleep(50 * time.Microsecond)
+			}
+			giveBack := s.EndColdLockedForTest("k", p)
+			unlock()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			if giveBack == nil {
+				t.Fatal("no cold lease to end")
+			}
+			if err := giveBack(ctx); err != nil {
+				t.Fatal(err)
+			}
+			for s.ColdRenewalsInFlightForTest() > 0 {
+				time.Sleep(50 * time.Microsecond)
+			}
+			if st := s.AllowanceStats(); st.ColdRenewals != 0 {
+				t.Fatalf("stats %+v: the ended lease was renewed", st)
+			}
+			got, err := plainStore(t, clock, s).AllowN(ctx, "k", p, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Remaining != p.Limit-8 {
+				t.Fatalf("the state has %d free, want %d (8 admitted)", got.Remaining, p.Limit-8)
+			}
+		})
+	}
+}

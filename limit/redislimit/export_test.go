@@ -191,3 +191,41 @@ func SkipWithColdLeases(t *testing.T, why string) {
 		t.Skip("with BATCHER_TEST_COLD_LEASE: " + why)
 	}
 }
+
+// EndColdLockedForTest ends key's cold lease under p as a decision that
+// found it short does, with the key's shard held by LockShardForTest, and
+// returns the give-back to run once the shard is unlocked (nil when the key
+// has no cold lease).
+func (s *Store) EndColdLockedForTest(key string, p limit.Policy) (giveBack func(context.Context) error) {
+	a := s.lent
+	rk := s.Key(key, p)
+	h := a.hash(rk)
+	sh := a.shardAt(h)
+	c := sh.cold.get(h, rk)
+	if c == nil {
+		return nil
+	}
+	used, left := c.end()
+	sh.cold.del(h, rk)
+	a.coldLeases.count.Add(-1)
+	return func(ctx context.Context) error { return a.giveBackCold(ctx, c, used, left) }
+}
+
+// EndLeaseForTest is a one-trip decision of cost 0 on key under p that
+// ends the store's lease seq (allow.lua), reporting used units spent now.
+func (s *Store) EndLeaseForTest(ctx context.Context, key string, p limit.Policy, seq, used int64) (limit.Decision, error) {
+	dec, _, err := s.allowFast(ctx, limit.Request{Key: key, Policy: p}, lendAsk{seq: seq, used: used, spentAt: -1})
+	return dec, err
+}
+
+// GateForTest reports, for key's allowance under p, whether its last
+// answer was short and its promised retry time (local Unix ns, 0 none).
+func (s *Store) GateForTest(key string, p limit.Policy) (short bool, promised int64, ok bool) {
+	r := s.allowanceForTest(key, p)
+	if r == nil {
+		return false, 0, false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.short, r.promised.Load(), true
+}

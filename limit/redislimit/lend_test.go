@@ -262,3 +262,68 @@ func TestOneTripSeesLentUnits(t *testing.T) {
 		})
 	}
 }
+
+// TestLeaseReportOutOfRange: a report of a lease's spends is charged as no
+// more than the limit and no less than nothing, by both scripts that end
+// leases (allow.lua for cold leases, allowance.lua for allowances), so that
+// a holder's bookkeeping gone wrong can neither hold a key refused for
+// years (nor fail the script, the call and the decisions sharing it) nor
+// free units already spent.
+func TestLeaseReportOutOfRange(t *testing.T) {
+	ctx := context.Background()
+	policies := []limit.Policy{
+		// A token weighing one unit (the state holds µs of debt), and
+		// two weighing many.
+		limit.TokenBucket(1000, limit.PerSecond(1_000_000)).Named("tb-1us"),
+		limit.TokenBucket(1000, limit.PerSecond(7851)).Named("tb"),
+		limit.GCRA(limit.PerSecond(7851), 1000).Named("gcra"),
+	}
+	ends := map[string]func(s *redislimit.Store, key string, p limit.Policy, used int64) error{
+		"allow.lua": func(s *redislimit.Store, key string, p limit.Policy, used int64) error {
+			_, err := s.EndLeaseForTest(ctx, key, p, 777, used)
+			return err
+		},
+		"allowance.lua": func(s *redislimit.Store, key string, p limit.Policy, used int64) error {
+			_, err := s.LendForTest(ctx, key, p, "h", true, 777, used, -1, 0, lease)
+			return err
+		},
+	}
+	for script, end := range ends {
+		for _, p := range policies {
+			t.Run(script+"/"+p.Name, func(t *testing.T) {
+				clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
+				s := lendStores(t, clock, 1)[0]
+				free := func(key string) int64 {
+					t.Helper()
+					d, err := s.AllowN(ctx, key, p, 0)
+					if err != nil {
+						t.Fatal(err)
+					}
+					return d.Remaining
+				}
+				// Far past the limit, as an ended lease's remainder read
+				// as units would be.
+				if err := end(s, "big", p, 1<<62); err != nil {
+					t.Fatalf("a report of 2^62 units: %v", err)
+				}
+				if got := free("big"); got != 0 {
+					t.Fatalf("after a report of 2^62 units: %d free, want 0 (charged as the limit)", got)
+				}
+				clock.Advance(time.Second) // the limit refills within it
+				if got := free("big"); got != p.Limit {
+					t.Fatalf("a second after a report of 2^62 units: %d free, want %d", got, p.Limit)
+				}
+				// Negative: nothing is given back.
+				if d, err := s.AllowN(ctx, "neg", p, p.Limit); err != nil || !d.Allowed {
+					t.Fatalf("spending the limit: %+v %v", d, err)
+				}
+				if err := end(s, "neg", p, -p.Limit); err != nil {
+					t.Fatal(err)
+				}
+				if got := free("neg"); got != 0 {
+					t.Fatalf("after a report of %d units: %d free, want 0", -p.Limit, got)
+				}
+			})
+		}
+	}
+}
