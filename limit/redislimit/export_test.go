@@ -65,10 +65,14 @@ func init() {
 }
 
 // SettledForTest reports whether no allowance of the store has a call in
-// flight or is due for a background renewal.
+// flight or is due for a background renewal, and no cold lease an early
+// renewal in flight.
 func (s *Store) SettledForTest() bool {
 	a := s.lent
 	now := a.now()
+	if len(a.coldLeases.slots) > 0 {
+		return false
+	}
 	for i := range a.shards {
 		sh := &a.shards[i]
 		sh.mu.Lock()

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/costwise/batcher/internal/redistest"
 	"github.com/costwise/batcher/limit"
 	"github.com/costwise/batcher/limit/limittest"
@@ -16,11 +18,17 @@ import (
 // store (its last take came back short), a decision that finds too few
 // units while a call for more is in flight is refused at once, with
 // RetryAfter at least its cost's refill, rather than after that call's
-// round trip (here held up by a server paused for two seconds).
+// round trip (here held up by a paused server until the decision is
+// answered, or for 10 s: the time a stalled machine may take is no part
+// of the answer).
 func TestAllowanceSaturatedNoWaitForCallInFlight(t *testing.T) {
 	srv := redistest.StartServer(t)
 	clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
-	s, err := redislimit.New(srv.Client(t), redislimit.Options{Prefix: "inflight:", Clock: clock,
+	// The paused server answers the call in flight once unpaused; the
+	// client waits that long.
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, ReadTimeout: time.Minute})
+	t.Cleanup(func() { client.Close() })
+	s, err := redislimit.New(client, redislimit.Options{Prefix: "inflight:", Clock: clock,
 		LocalAllowance: true, AllowanceLease: time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -29,11 +37,16 @@ func TestAllowanceSaturatedNoWaitForCallInFlight(t *testing.T) {
 	p := limit.TokenBucket(100, limit.PerSecond(100)).Named("tb")
 	ctx := context.Background()
 	// Busy for 3 s of the clock at 200 decisions a second: hot, and the
-	// bucket (100 at 100/s) saturated.
+	// bucket (100 at 100/s) saturated. Each step lets the renewal
+	// goroutine finish what it has to do before the clock moves on, so
+	// that its calls come at the same times of the clock however busy the
+	// machine (left to run behind, it brought a last answer that was not
+	// short).
 	for range 600 {
 		if _, err := s.AllowN(ctx, "k", p, 1); err != nil {
 			t.Fatal(err)
 		}
+		settle(t, s)
 		clock.Advance(5 * time.Millisecond)
 	}
 	if st := s.AllowanceStats(); st.Local == 0 {
@@ -47,13 +60,30 @@ func TestAllowanceSaturatedNoWaitForCallInFlight(t *testing.T) {
 	clock.Advance(250 * time.Millisecond)
 	// The renewal goroutine may renew the key now (it is low): let it
 	// finish before Redis pauses, so that the call in flight is the
-	// decision's and the last answer the renewal's (short: 40 units free
-	// at the grid's point at 3.2 s, of the 50 it asks for).
+	// decision's and the last answer short (40 units free at the grid's
+	// point at 3.2 s, of the 50 the renewal asks for).
 	settle(t, s)
+	if short, _, ok := s.GateForTest("k", p); !ok || !short {
+		t.Fatalf("before the pause: allowance %v, last answer short %v; want an allowance whose last answer was short (stats %+v)",
+			ok, short, s.AllowanceStats())
+	}
+	t.Logf("before the pause: %+v", s.AllowanceStats())
+	// WRITE: the store's scripts wait (they may write), and the pauser's
+	// UNPAUSE, which a pause of ALL would hold too, does not.
 	pauser := srv.Client(t)
-	if err := pauser.Do(ctx, "CLIENT", "PAUSE", "2000", "ALL").Err(); err != nil {
+	if err := pauser.Do(ctx, "CLIENT", "PAUSE", "60000", "WRITE").Err(); err != nil {
 		t.Fatal(err)
 	}
+	unpaused := false
+	unpause := func() {
+		if !unpaused {
+			unpaused = true
+			if err := pauser.Do(ctx, "CLIENT", "UNPAUSE").Err(); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	defer unpause()
 	first := make(chan error, 1)
 	go func() {
 		_, err := s.AllowN(ctx, "k", p, 100)
@@ -72,17 +102,34 @@ func TestAllowanceSaturatedNoWaitForCallInFlight(t *testing.T) {
 	// Redis to have for this store at its retry time (the renewal asked
 	// for 50), so no refusal time covers it; only the call in flight can
 	// answer it fast.
-	start := time.Now()
-	dec, err := s.AllowN(ctx, "k", p, 100)
-	took := time.Since(start)
-	if err != nil {
-		t.Fatal(err)
+	type answer struct {
+		dec limit.Decision
+		err error
 	}
-	if took > time.Second {
-		t.Fatalf("the decision took %v: it waited for the call in flight", took)
+	second := make(chan answer, 1)
+	go func() {
+		dec, err := s.AllowN(ctx, "k", p, 100)
+		second <- answer{dec, err}
+	}()
+	var got answer
+	select {
+	case got = <-second:
+	case <-time.After(10 * time.Second):
+		unpause()
+		got = <-second
+		t.Fatalf("the decision waited for the call in flight: answered (%+v, %v) only once the server was unpaused after 10 s", got.dec, got.err)
 	}
-	if dec.Allowed || dec.RetryAfter < time.Second {
-		t.Fatalf("%+v: want refused, RetryAfter at least its cost's refill (1s)", dec)
+	select {
+	case err := <-first:
+		t.Fatalf("the first decision was answered (%v) by a server still paused", err)
+	default:
+	}
+	unpause()
+	if got.err != nil {
+		t.Fatal(got.err)
+	}
+	if got.dec.Allowed || got.dec.RetryAfter < time.Second {
+		t.Fatalf("%+v: want refused, RetryAfter at least its cost's refill (1s)", got.dec)
 	}
 	if err := <-first; err != nil {
 		t.Fatal(err)
