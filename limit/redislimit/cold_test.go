@@ -22,6 +22,14 @@ func coldStores(t *testing.T, clock limit.Clock, n int, lease, cold time.Duratio
 	return storesWith(t, n, redislimit.Options{Clock: clock, LocalAllowance: true, AllowanceLease: lease, ColdLease: cold})
 }
 
+// oneColdStore is a store on a fake clock with allowances of 1 s and cold
+// leases of 1 min.
+func oneColdStore(t *testing.T) (*limittest.Clock, *redislimit.Store) {
+	t.Helper()
+	clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
+	return clock, coldStores(t, clock, 1, time.Second, time.Minute)[0]
+}
+
 // plainStore is a store without allowances on the prefix of s's keys, to
 // read the shared state as the one-trip path sees it.
 func plainStore(t *testing.T, clock limit.Clock, s *redislimit.Store) *redislimit.Store {
@@ -98,8 +106,7 @@ func TestColdLeaseSpendsLocally(t *testing.T) {
 		limit.GCRA(limit.PerHour(1), 1000).Named("gcra"),
 	} {
 		t.Run(p.Name, func(t *testing.T) {
-			clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
-			s := coldStores(t, clock, 1, time.Second, time.Minute)[0]
+			clock, s := oneColdStore(t)
 			ctx := context.Background()
 			const decisions = 30
 			for i := range decisions {
@@ -150,8 +157,7 @@ func TestColdLeaseRenewsEarly(t *testing.T) {
 		limit.GCRA(limit.PerHour(1), 100_000).Named("gcra"),
 	} {
 		t.Run(p.Name, func(t *testing.T) {
-			clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
-			s := coldStores(t, clock, 1, time.Second, time.Minute)[0]
+			clock, s := oneColdStore(t)
 			ctx := context.Background()
 			const decisions = 3000 // 10 a second for 5 minutes: 5 leases
 			for i := range decisions {
@@ -196,8 +202,7 @@ func TestColdLeaseKeptWhenNotExtended(t *testing.T) {
 		limit.GCRA(limit.PerHour(1), 64).Named("gcra"),
 	} {
 		t.Run(p.Name, func(t *testing.T) {
-			clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
-			s := coldStores(t, clock, 1, time.Second, time.Minute)[0]
+			clock, s := oneColdStore(t)
 			other := plainStore(t, clock, s)
 			ctx := context.Background()
 			allow := func(st *redislimit.Store, cost int64) bool {
@@ -297,8 +302,7 @@ func TestColdLeaseEndsInRedis(t *testing.T) {
 // become hot as before).
 func TestColdLeaseNotNearTheLimit(t *testing.T) {
 	p := limit.TokenBucket(64, limit.PerHour(1)).Named("tb")
-	clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
-	s := coldStores(t, clock, 1, time.Second, time.Minute)[0]
+	_, s := oneColdStore(t)
 	ctx := context.Background()
 	// 64/8 = 8 units a lease; a lend needs 32 + 8 free after the decision.
 	if _, err := s.AllowN(ctx, "k", p, 30); err != nil {
@@ -664,8 +668,7 @@ func TestColdLeaseKeysAndPolicies(t *testing.T) {
 	for i := range 1100 {
 		pairs = append(pairs, pair{"p", base.Named("p" + strconv.Itoa(i))})
 	}
-	clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
-	s := coldStores(t, clock, 1, time.Second, time.Minute)[0]
+	clock, s := oneColdStore(t)
 	ctx := context.Background()
 	const decisions = 10
 	for round := range decisions {
@@ -785,8 +788,7 @@ func TestColdLeaseCloseWhileSpending(t *testing.T) {
 func TestColdLeaseReportsAsOneTrip(t *testing.T) {
 	for _, p := range unrefilled(1000) {
 		t.Run(p.Name, func(t *testing.T) {
-			clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
-			s := coldStores(t, clock, 1, time.Second, time.Minute)[0]
+			clock, s := oneColdStore(t)
 			plain := plainStore(t, clock, s)
 			ctx := context.Background()
 			// coldFirst units are lent with the first decision; a renewal
@@ -819,14 +821,12 @@ func TestColdLeaseReportsAsOneTrip(t *testing.T) {
 // about 2^62 units (or, with a token weighing many units, failed the
 // script, and with it every decision that shared the call).
 func TestColdLeaseEndedBeforeItsRenewal(t *testing.T) {
-	for _, p := range []limit.Policy{
-		limit.TokenBucket(1000, limit.PerSecond(1_000_000)).Named("tb-1us"),
-		limit.TokenBucket(1000, limit.PerHour(1)).Named("tb"),
-		limit.GCRA(limit.PerHour(1), 1000).Named("gcra"),
-	} {
+	// A token weighing one unit (1 µs of debt), and two weighing hours.
+	policies := append([]limit.Policy{limit.TokenBucket(1000, limit.PerSecond(1_000_000)).Named("tb-1us")},
+		unrefilled(1000)...)
+	for _, p := range policies {
 		t.Run(p.Name, func(t *testing.T) {
-			clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
-			s := coldStores(t, clock, 1, time.Second, time.Minute)[0]
+			clock, s := oneColdStore(t)
 			ctx := context.Background()
 			// One one-trip decision, lent 8 along; 6 spent from the lease.
 			for i := range 7 {
