@@ -847,7 +847,11 @@ func TestColdLeaseEndedBeforeItsRenewal(t *testing.T) {
 				}
 				done <- err
 			}()
-			for s.AllowanceStats().ColdLocal != 7 {
+			for deadline := time.Now().Add(10 * time.Second); s.AllowanceStats().ColdLocal != 7; {
+				if time.Now().After(deadline) {
+					unlock()
+					t.Fatalf("the decision did not spend from the cold lease in 10 s: %+v", s.AllowanceStats())
+				}
 				time.Sleep(50 * time.Microsecond)
 			}
 			giveBack := s.EndColdLockedForTest("k", p)
