@@ -16,9 +16,16 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
+// testHookAnswered, when set, runs as a unary call's worker returns,
+// after the answer was written.
+var testHookAnswered func()
+
 // handle runs a call whose request has arrived and writes its answer.
 func (c *conn) handle(st *stream) {
-	defer c.calls.Add(-1)
+	defer c.freeSlot(st)
+	if h := testHookAnswered; h != nil {
+		defer h()
+	}
 	var buf []byte
 	if st.buf != nil {
 		buf = *st.buf
@@ -168,13 +175,25 @@ func (c *conn) writeHTTPError(st *stream) {
 }
 
 // endStreamLocked closes a stream whose answer ended. A request that has
-// not ended is told to stop with RST_STREAM NO_ERROR (RFC 9113 8.1).
+// not ended is told to stop with RST_STREAM NO_ERROR (RFC 9113 8.1). The
+// call's method has returned: its slot is free before the frames that end
+// the stream leave.
 func (c *conn) endStreamLocked(st *stream) {
+	if st.dispatched {
+		c.freeSlot(st)
+	}
 	if st.remoteDone {
 		c.finishLocked(st, false)
 		return
 	}
 	c.resetLocked(st.id, http2.ErrCodeNo)
+}
+
+// freeSlot stops counting a dispatched call in calls, once.
+func (c *conn) freeSlot(st *stream) {
+	if st.freed.CompareAndSwap(false, true) {
+		c.calls.Add(-1)
+	}
 }
 
 // endAnswerLocked unlocks mu after an answer was written and sees that it

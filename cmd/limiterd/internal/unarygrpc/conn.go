@@ -51,6 +51,8 @@ type stream struct {
 	contentLength int64 // -1 when the request has none
 	received      int64 // DATA payload bytes so far
 	dispatched    bool  // handed to a worker: the worker counts the call's end
+	// freed: a dispatched call no longer counts in calls (freeSlot).
+	freed atomic.Bool
 
 	// Set before the stream is published, read-only after.
 	failure    *status.Status // answer this instead of calling the method
@@ -107,10 +109,12 @@ type conn struct {
 	ageTimer   *time.Timer // MaxConnectionAge's, then its grace's; nil when none runs
 
 	// calls counts the streams opened and not yet done: a stream is done
-	// when its method returns, or when it ends before its request is
-	// complete. A stream the peer resets while its method runs still
-	// counts, so that opening and resetting streams in a loop cannot
-	// start more methods at once than MaxConcurrentStreams.
+	// when its answer ends (before the frame that ends it is flushed, so
+	// that a peer opening its next stream as soon as it reads that frame
+	// finds the slot free), when its method returns, or when it ends
+	// before its request is complete. A stream the peer resets while its
+	// method runs still counts, so that opening and resetting streams in
+	// a loop cannot start more methods at once than MaxConcurrentStreams.
 	calls atomic.Int32
 
 	// flushDue: a call's answer is in bw and the goroutine that wrote it

@@ -69,8 +69,10 @@
 //	                                                 PermitWithoutStream)
 //	SETTINGS frames                 100, then 10/s   GOAWAY ENHANCE_YOUR_CALM "too_many_settings"
 //
-// Calls that a peer resets while their methods run still count against
-// MaxConcurrentStreams until the methods return (rapid reset). A call whose
+// A call stops counting against MaxConcurrentStreams when its answer ends,
+// before the frame that ends it is sent, so that a client that opens its
+// next stream on reading it is not refused. Calls that a peer resets while
+// their methods run still count until the methods return (rapid reset). A call whose
 // answer the peer's windows hold back waits at most its deadline or
 // WriteTimeout, so a peer that sets its window to 0 and never reads holds
 // at most MaxConcurrentStreams goroutines for that long. The answers to

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -449,5 +450,29 @@ func TestRawResetCallsStillCount(t *testing.T) {
 	_ = c.fr.WriteData(7, true, grpcMessage(t, 0, &ratelimiterv1.AllowRequest{Key: "k"}))
 	if a := c.answer(7); a.fields["grpc-status"] != "0" {
 		t.Fatalf("after the methods returned: %v", a)
+	}
+}
+
+// TestRawSlotFreeWhenAnswerEnds: a call's slot is free by the time the
+// frame that ends its answer reaches the peer, so that a client that opens
+// its next stream on reading it, within MAX_CONCURRENT_STREAMS, is not
+// refused, however late the worker that answered gets to return.
+func TestRawSlotFreeWhenAnswerEnds(t *testing.T) {
+	held := make(chan struct{})
+	var calls atomic.Int32
+	testHookAnswered = func() {
+		if calls.Add(1) == 1 {
+			<-held // the first call's worker, after its answer is out
+		}
+	}
+	t.Cleanup(func() { testHookAnswered = nil })
+	defer close(held)
+	c := newRawClient(t, rawServer(t, &Server{MaxConcurrentStreams: 1}))
+	for _, id := range []uint32{1, 3} {
+		c.headers(id, false, callHeaders...)
+		_ = c.fr.WriteData(id, true, grpcMessage(t, 0, &ratelimiterv1.AllowRequest{Key: "k"}))
+		if a := c.answer(id); a.rst != nil || a.fields["grpc-status"] != "0" {
+			t.Fatalf("stream %d, opened after the answer to the one before ended: %v", id, a)
+		}
 	}
 }

@@ -78,7 +78,7 @@ func (c *conn) creditStreamLocked(st *stream) {
 
 // runStream runs a streaming call's handler and writes its status.
 func (c *conn) runStream(st *stream) {
-	defer c.calls.Add(-1)
+	defer c.freeSlot(st)
 	ss := &serverStream{c: c, st: st}
 	err := st.method.stream.Handler(st.method.impl, ss)
 	s := status.New(codes.OK, "")
