@@ -16,8 +16,8 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// testHookAnswered, when set, runs as a unary call's worker returns,
-// after the answer was written.
+// testHookAnswered, when set, runs as a call's worker (unary or
+// streaming) returns, after the answer was written.
 var testHookAnswered func()
 
 // handle runs a call whose request has arrived and writes its answer.

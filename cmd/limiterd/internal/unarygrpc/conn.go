@@ -157,6 +157,7 @@ var errGoAway = errors.New("unarygrpc: connection error")
 // until no whole frame is left to read, so that a burst of frames is
 // answered in one write.
 func (c *conn) serve() {
+	defer c.dropRecv()
 	defer c.close()
 	if err := c.handshake(); err != nil {
 		return
@@ -696,6 +697,12 @@ func (c *conn) close() {
 	c.cond.Broadcast()
 	c.mu.Unlock()
 	c.nc.Close()
+}
+
+// dropRecv gives back the buffers of the requests still arriving when the
+// connection ended (reader only: close may run on the goroutine that
+// stops the server).
+func (c *conn) dropRecv() {
 	for id, st := range c.recv {
 		if st.buf != nil {
 			putBuffer(st.buf)

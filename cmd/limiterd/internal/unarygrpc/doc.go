@@ -72,8 +72,9 @@
 // A call stops counting against MaxConcurrentStreams when its answer ends,
 // before the frame that ends it is sent, so that a client that opens its
 // next stream on reading it is not refused. Calls that a peer resets while
-// their methods run still count until the methods return (rapid reset). A call whose
-// answer the peer's windows hold back waits at most its deadline or
+// their methods run still count until the methods return (rapid reset).
+// A call whose answer the peer's windows hold back waits at most its
+// deadline or
 // WriteTimeout, so a peer that sets its window to 0 and never reads holds
 // at most MaxConcurrentStreams goroutines for that long. The answers to
 // control frames (SETTINGS and PING acknowledgements, WINDOW_UPDATE,

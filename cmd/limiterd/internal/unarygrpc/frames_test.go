@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
 	ratelimiterv1 "github.com/costwise/batcher/api/ratelimiter/v1"
@@ -456,23 +457,35 @@ func TestRawResetCallsStillCount(t *testing.T) {
 // TestRawSlotFreeWhenAnswerEnds: a call's slot is free by the time the
 // frame that ends its answer reaches the peer, so that a client that opens
 // its next stream on reading it, within MAX_CONCURRENT_STREAMS, is not
-// refused, however late the worker that answered gets to return.
+// refused, however late the worker that answered gets to return: for a
+// unary call and for a streaming one.
 func TestRawSlotFreeWhenAnswerEnds(t *testing.T) {
-	held := make(chan struct{})
-	var calls atomic.Int32
-	testHookAnswered = func() {
-		if calls.Add(1) == 1 {
-			<-held // the first call's worker, after its answer is out
-		}
-	}
-	t.Cleanup(func() { testHookAnswered = nil })
-	defer close(held)
-	c := newRawClient(t, rawServer(t, &Server{MaxConcurrentStreams: 1}))
-	for _, id := range []uint32{1, 3} {
-		c.headers(id, false, callHeaders...)
-		_ = c.fr.WriteData(id, true, grpcMessage(t, 0, &ratelimiterv1.AllowRequest{Key: "k"}))
-		if a := c.answer(id); a.rst != nil || a.fields["grpc-status"] != "0" {
-			t.Fatalf("stream %d, opened after the answer to the one before ended: %v", id, a)
-		}
+	streaming := grpc.ServiceDesc{ServiceName: "test.Streams", HandlerType: (*any)(nil),
+		Streams: []grpc.StreamDesc{{StreamName: "Done", ClientStreams: true, ServerStreams: true,
+			Handler: func(any, grpc.ServerStream) error { return nil }}}}
+	for _, path := range []string{"/ratelimiter.v1.RateLimiter/Allow", "/test.Streams/Done"} {
+		t.Run(path, func(t *testing.T) {
+			held := make(chan struct{})
+			var calls atomic.Int32
+			testHookAnswered = func() {
+				if calls.Add(1) == 1 {
+					<-held // the first call's worker, after its answer is out
+				}
+			}
+			t.Cleanup(func() { testHookAnswered = nil })
+			defer close(held)
+			s := &Server{MaxConcurrentStreams: 1}
+			s.RegisterService(&streaming, struct{}{})
+			c := newRawClient(t, rawServer(t, s))
+			fields := append([]string(nil), callHeaders...)
+			fields[5] = path
+			for _, id := range []uint32{1, 3} {
+				c.headers(id, false, fields...)
+				_ = c.fr.WriteData(id, true, grpcMessage(t, 0, &ratelimiterv1.AllowRequest{Key: "k"}))
+				if a := c.answer(id); a.rst != nil || a.fields["grpc-status"] != "0" {
+					t.Fatalf("stream %d, opened after the answer to the one before ended: %v", id, a)
+				}
+			}
+		})
 	}
 }

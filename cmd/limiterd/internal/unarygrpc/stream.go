@@ -79,6 +79,9 @@ func (c *conn) creditStreamLocked(st *stream) {
 // runStream runs a streaming call's handler and writes its status.
 func (c *conn) runStream(st *stream) {
 	defer c.freeSlot(st)
+	if h := testHookAnswered; h != nil {
+		defer h()
+	}
 	ss := &serverStream{c: c, st: st}
 	err := st.method.stream.Handler(st.method.impl, ss)
 	s := status.New(codes.OK, "")
