@@ -100,9 +100,11 @@ type Batcher struct {
 	costRatio atomic.Uint64 // actual ÷ estimated cost × ratioOne, published by the loop; 0 until known
 	settled   settlements   // costs reported by callbacks, for the loop
 
-	mu       sync.Mutex    // guards incoming, spaceCh and the stopped transition
-	incoming handover      // accepted, not yet taken by the loop
-	spaceCh  chan struct{} // closed when room frees up; nil when nobody waits
+	mu       sync.Mutex // guards incoming, spaceCh and the stopped transition
+	incoming handover   // accepted, not yet taken by the loop
+	// stampEpoch is the origin of the hand-over's stamps, set before Start.
+	stampEpoch time.Time
+	spaceCh    chan struct{} // closed when room frees up; nil when nobody waits
 
 	wake         chan struct{}      // new operations, finished callbacks
 	flushReq     chan struct{}      // Flush
@@ -255,7 +257,10 @@ func (b *Batcher) WithMaxConcurrentBatches(n uint32) IBatcher {
 // on the *Batcher returned by New.
 func (b *Batcher) WithClock(c Clock) *Batcher {
 	if b.configurable() && c != nil {
+		b.mu.Lock()
 		b.cfg.clock = c
+		b.restamp() // stamps are read on the clock that made them
+		b.mu.Unlock()
 	}
 	return b
 }

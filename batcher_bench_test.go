@@ -49,6 +49,31 @@ func BenchmarkEnqueue(b *testing.B) {
 	shutdownBench(b, bt)
 }
 
+// nopObserver is a BatchObserver that does nothing.
+type nopObserver struct{}
+
+func (nopObserver) ObserveBatch(int, uint64, time.Duration) {}
+
+// BenchmarkEnqueueObserved is BenchmarkEnqueue with an observer set, so that
+// Enqueue reads the clock for every operation.
+func BenchmarkEnqueueObserved(b *testing.B) {
+	bt := New(DefaultBufferSize).WithObserver(nopObserver{})
+	if err := bt.Start(); err != nil {
+		b.Fatal(err)
+	}
+	w := NewWatcher(func(ops []IOperation) {}).WithMaxBatchSize(100)
+	op := NewOperation(w, 1, nil, true)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := bt.Enqueue(op); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	shutdownBench(b, bt)
+}
+
 // BenchmarkNewOperationEnqueue creates each operation in the producer loop.
 func BenchmarkNewOperationEnqueue(b *testing.B) {
 	bt, w, _ := startedBench(b)
@@ -85,7 +110,7 @@ func BenchmarkFlushDecision(b *testing.B) {
 		bt.state.Store(stateRunning)
 		l := newLoop(bt)
 		for _, op := range ops { // as 10,000 Enqueue calls would leave it
-			bt.incoming.push(op.(*Operation))
+			bt.incoming.push(op.(*Operation), 0)
 		}
 		bt.buffered.Store(int64(len(ops)))
 		bt.target.Store(int64(len(ops)))

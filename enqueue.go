@@ -3,6 +3,7 @@ package batcher
 import (
 	"context"
 	"reflect"
+	"time"
 )
 
 // Enqueue adds op to the buffer. An operation of a type other than
@@ -59,7 +60,11 @@ func (b *Batcher) enqueue(ctx context.Context, custom IOperation) error {
 		return BatcherStoppedError{}
 	}
 	b.target.Add(int64(op.Cost()))
-	first := b.incoming.push(op)
+	var now int64
+	if b.incoming.needsClock() {
+		now = b.stamp(b.cfg.clock.Now())
+	}
+	first := b.incoming.push(op, now)
 	b.mu.Unlock()
 	if first {
 		// The loop takes the whole queue when it wakes, so one wake-up per
@@ -165,13 +170,44 @@ func (b *Batcher) poke() {
 }
 
 // takeIncoming moves up to len(dst) operations handed over by Enqueue into
-// dst and returns how many it moved. Loop goroutine only.
-func (b *Batcher) takeIncoming(dst []*Operation) int {
+// dst and returns how many it moved. When the hand-over stamps them, it puts
+// their stamps in dstAt (see acceptedAt), and now, read before the call,
+// becomes the stamp of the operations pushed next. Loop goroutine only.
+func (b *Batcher) takeIncoming(dst []*Operation, dstAt []int64, now time.Time) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	n := b.incoming.take(dst)
+	var at int64
+	if b.incoming.stamping() {
+		at = b.stamp(now)
+	}
+	n := b.incoming.take(dst, dstAt, at)
 	b.stats.enqueued.Add(uint64(n)) // under mu, for accepted()
 	return n
+}
+
+// holdIncoming tells the hand-over that the loop leaves what it holds until
+// it is unblocked, so that every operation pushed meanwhile is stamped with
+// a reading of the clock. Loop goroutine only.
+func (b *Batcher) holdIncoming() {
+	b.mu.Lock()
+	b.incoming.hold()
+	b.mu.Unlock()
+}
+
+// stamp and acceptedAt convert between the batcher's time and the
+// hand-over's stamps.
+func (b *Batcher) stamp(t time.Time) int64 { return int64(t.Sub(b.stampEpoch)) }
+
+func (b *Batcher) acceptedAt(at int64) time.Time {
+	return b.stampEpoch.Add(time.Duration(at))
+}
+
+// restamp makes the hand-over record when Enqueue accepts each operation if
+// and only if an observer is set, from now on the batcher's clock. Before
+// Start only, with mu held.
+func (b *Batcher) restamp() {
+	b.stampEpoch = b.cfg.clock.Now()
+	b.incoming.stamp(b.cfg.observer != nil, 0)
 }
 
 // accepted returns how many operations Enqueue has accepted: those the loop

@@ -1,5 +1,7 @@
 package batcher
 
+import "time"
+
 // intakeChunk is how many operations intake moves per lock of the hand-over.
 const intakeChunk = 256
 
@@ -14,21 +16,40 @@ const intakeHold = 1024
 // grows with the backlog. At a flush (flushing) an unblocked loop in order
 // takes everything, so that the flush closes every batch of what was
 // enqueued before it.
+//
+// With an observer set, the hand-over stamps each operation with when
+// Enqueue accepted it (see handover), and intake reads the clock before
+// each take, so that the stamps it gives later pushes are never late; it
+// tells the hand-over when it leaves operations there because it is
+// blocked.
 func (l *loop) intake(flushing bool) {
 	l.heldBack = false
+	stamping := l.cfg.observer != nil
 	took := 0
 	for {
 		if l.holdIntake(flushing, took) {
 			l.heldBack = true
+			if stamping && l.blocked && !l.incomingHeld {
+				l.b.holdIncoming()
+				l.incomingHeld = true
+			}
 			return
 		}
-		n := l.b.takeIncoming(l.chunk[:])
+		var now time.Time
+		if stamping {
+			now = l.clock.Now()
+		}
+		n := l.b.takeIncoming(l.chunk[:], l.chunkAt[:], now)
+		l.incomingHeld = false
 		if n == 0 {
 			return
 		}
-		l.intakeAt = l.clock.Now()
-		for _, op := range l.chunk[:n] {
-			l.route(op)
+		if !stamping {
+			now = l.clock.Now()
+		}
+		l.intakeAt = now
+		for i, op := range l.chunk[:n] {
+			l.route(op, l.chunkAt[i], stamping)
 		}
 		l.routed += n
 		took += n
@@ -74,8 +95,10 @@ func (l *loop) resumeIntake() bool {
 }
 
 // route puts op in its watcher's batch. A non-batchable op closes the batch
-// being formed (so the watcher's operations keep their order) and goes alone.
-func (l *loop) route(op *Operation) {
+// being formed (so the watcher's operations keep their order) and goes
+// alone. If stamped, at is when Enqueue accepted op, else it counts from
+// this intake.
+func (l *loop) route(op *Operation, at int64, stamped bool) {
 	w := op.Watcher()
 	var p *pending
 	if l.lastJoined != nil && l.lastJoined.open && l.lastJoined.w == w {
@@ -87,7 +110,7 @@ func (l *loop) route(op *Operation) {
 		if p != nil {
 			l.closeBatch(p)
 		}
-		l.enqueueReady(&pending{w: w, ops: []IOperation{op}, cost: uint64(op.Cost()), since: l.intakeAt})
+		l.enqueueReady(&pending{w: w, ops: []IOperation{op}, cost: uint64(op.Cost()), since: l.since(at, stamped)})
 		return
 	}
 	max := w.MaxBatchSize()
@@ -96,7 +119,7 @@ func (l *loop) route(op *Operation) {
 		if size == 0 || size > 1024 {
 			size = 16
 		}
-		p = &pending{w: w, ops: make([]IOperation, 0, size), open: true, since: l.intakeAt}
+		p = &pending{w: w, ops: make([]IOperation, 0, size), open: true, since: l.since(at, stamped)}
 		l.open[w] = p
 		l.openList = append(l.openList, p)
 	}
@@ -126,4 +149,13 @@ func (l *loop) closeAll() {
 	}
 	clear(l.openList)
 	l.openList = l.openList[:0]
+}
+
+// since returns the time a batch starting with an operation stamped at (see
+// route) counts its wait from.
+func (l *loop) since(at int64, stamped bool) time.Time {
+	if stamped {
+		return l.b.acceptedAt(at)
+	}
+	return l.intakeAt
 }

@@ -19,9 +19,12 @@ type loop struct {
 	ready      readyQueue              // closed batches in release order
 	ratio      costRatio               // actual ÷ estimated cost of the settled operations
 	chunk      [intakeChunk]*Operation // operations on their way from the hand-over
-	routed     int                     // operations taken into batches, not yet released
-	blocked    bool                    // the last release stopped with batches left
-	heldBack   bool                    // intake left operations in the hand-over
+	chunkAt    [intakeChunk]int64      // when Enqueue accepted them, if the hand-over stamps
+	// incomingHeld: the hand-over was told the loop leaves what it holds.
+	incomingHeld bool
+	routed       int  // operations taken into batches, not yet released
+	blocked      bool // the last release stopped with batches left
+	heldBack     bool // intake left operations in the hand-over
 
 	credit      credit
 	capacity    uint32 // the limiter's capacity at the last release decision
@@ -46,7 +49,7 @@ type pending struct {
 	ops   []IOperation
 	cost  uint64
 	open  bool
-	since time.Time // when its oldest operation was taken from Enqueue
+	since time.Time // when Enqueue accepted its oldest operation (see handover)
 }
 
 func newLoop(b *Batcher) *loop {

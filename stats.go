@@ -9,7 +9,14 @@ import (
 
 // BatchObserver receives one call per released batch, on the batcher's loop
 // goroutine, with the number of operations, their total cost, and how long
-// the oldest of them waited between being taken from Enqueue and release.
+// the oldest of them waited between Enqueue accepting it and release, on
+// the batcher's clock. The wait includes any time the operation spent in
+// the hand-over to the loop (a backlog the loop leaves there while it is
+// blocked, for example); it may be longer than the true wait by at most one
+// pass of the loop, never shorter. Operations enqueued before WithObserver
+// or WithClock count from that call. With an observer set, the hand-over
+// keeps 8 bytes more per buffered operation, and Enqueue reads the clock
+// when the hand-over is empty or the loop is blocked.
 // It exists for metrics (see package metrics/prometheus); it must be cheap
 // and must not call back into the batcher in a way that blocks.
 type BatchObserver interface {
@@ -190,7 +197,10 @@ func (b *Batcher) WithFairRelease() *Batcher {
 // BatchObserver). The default is none.
 func (b *Batcher) WithObserver(o BatchObserver) *Batcher {
 	if b.configurable() {
+		b.mu.Lock()
 		b.cfg.observer = o
+		b.restamp()
+		b.mu.Unlock()
 	}
 	return b
 }

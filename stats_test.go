@@ -54,3 +54,42 @@ func TestStatsAndObserver(t *testing.T) {
 		t.Fatalf("observed waits %v, want 0 and 100ms", obs.waits)
 	}
 }
+
+// A backlog waits in the hand-over while capacity is 0 (the loop holds only
+// part of it in batches); the wait the observer gets must still run from
+// Enqueue, however late the loop took an operation in.
+func TestObserverWaitCountsBacklog(t *testing.T) {
+	obs := &batchLog{}
+	rl := batcher.NewProvisionedResource(1000)
+	rl.SetCapacity(0)
+	b, fc, _ := started(t, func(b *batcher.Batcher) { b.WithObserver(obs).WithRateLimiter(rl) })
+	c := &collector{}
+	w := c.watcher().WithMaxBatchSize(100)
+	const n = 5000 // beyond what a blocked loop takes from the hand-over
+	for i := 0; i < n; i++ {
+		if err := b.Enqueue(batcher.NewOperation(w, 1, i, true)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fc.Advance(10 * time.Second) // nothing can go: capacity 0
+	if got := c.ops.Load(); got != 0 {
+		t.Fatalf("%d operations released at capacity 0", got)
+	}
+	rl.SetCapacity(1_000_000_000)
+	for i := 0; c.ops.Load() < n; i++ {
+		if i == 1000 {
+			t.Fatalf("%d of %d operations released after 100 s", c.ops.Load(), n)
+		}
+		prev := c.ops.Load()
+		fc.Advance(100 * time.Millisecond)
+		waitFor(t, "a release", func() bool { got := c.ops.Load(); return got > prev || got == n })
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	for i, wait := range obs.waits {
+		if wait < 10*time.Second {
+			t.Fatalf("batch %d of %d (%d operations) waited %v, want at least 10s (enqueued before the 10-s stall)",
+				i, len(obs.waits), obs.sizes[i], wait)
+		}
+	}
+}
