@@ -87,6 +87,59 @@ func TestBatcherMetricsFollowScenario(t *testing.T) {
 	}
 }
 
+// A backlog waits at capacity 0 for 10 s, most of it in the hand-over to
+// the batcher's loop (5,000 operations; the blocked loop holds about a
+// thousand): every batch's wait must count those 10 s, as the histogram's
+// help promises (from Enqueue to release).
+func TestBatchWaitCountsBacklog(t *testing.T) {
+	fc := batchertest.NewFakeClock(time.Time{})
+	rl := batcher.NewProvisionedResource(1000)
+	rl.SetCapacity(0)
+	b := batcher.New(batcher.DefaultBufferSize).WithClock(fc)
+	b.WithRateLimiter(rl)
+	reg := prom.NewPedanticRegistry()
+	if _, err := batcherprom.Register(reg, b, batcherprom.Options{WaitBuckets: []float64{9.9}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Stop)
+	var done atomic.Int64
+	w := batcher.NewWatcher(func(ops []batcher.IOperation) { done.Add(int64(len(ops))) }).WithMaxBatchSize(100)
+	const n = 5000
+	for i := 0; i < n; i++ {
+		if err := b.Enqueue(batcher.NewOperation(w, 1, i, true)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fc.Advance(10 * time.Second)
+	rl.SetCapacity(1_000_000)
+	for i := 0; done.Load() < n; i++ {
+		if i == 50 {
+			t.Fatalf("%d of %d released after 5 s of capacity", done.Load(), n)
+		}
+		prev := done.Load()
+		fc.Advance(100 * time.Millisecond)
+		eventually(t, "a release", func() bool { got := done.Load(); return got > prev || got == n })
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "batcher_batch_wait_seconds" {
+			continue
+		}
+		h := mf.GetMetric()[0].GetHistogram()
+		if short := h.GetBucket()[0].GetCumulativeCount(); short != 0 || h.GetSampleCount() < n/100 {
+			t.Fatalf("%d of %d batches waited under 9.9 s (want none, and at least %d batches)", short, h.GetSampleCount(), n/100)
+		}
+		return
+	}
+	t.Fatal("batcher_batch_wait_seconds not gathered")
+}
+
 var scenarioNames = []string{
 	"batcher_operations_enqueued_total", "batcher_operations_rejected_total",
 	"batcher_operations_released_total", "batcher_cost_released_total", "batcher_batches_released_total",
