@@ -37,6 +37,12 @@ func shutdownBench(b *testing.B, bt *Batcher) {
 // BenchmarkEnqueue enqueues one pre-built operation over and over.
 func BenchmarkEnqueue(b *testing.B) {
 	bt, w, _ := startedBench(b)
+	enqueueOneOp(b, bt, w)
+}
+
+// enqueueOneOp enqueues one operation of w b.N times into the started bt,
+// then shuts bt down.
+func enqueueOneOp(b *testing.B, bt *Batcher, w IWatcher) {
 	op := NewOperation(w, 1, nil, true)
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -61,17 +67,7 @@ func BenchmarkEnqueueObserved(b *testing.B) {
 	if err := bt.Start(); err != nil {
 		b.Fatal(err)
 	}
-	w := NewWatcher(func(ops []IOperation) {}).WithMaxBatchSize(100)
-	op := NewOperation(w, 1, nil, true)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if err := bt.Enqueue(op); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.StopTimer()
-	shutdownBench(b, bt)
+	enqueueOneOp(b, bt, NewWatcher(func(ops []IOperation) {}).WithMaxBatchSize(100))
 }
 
 // BenchmarkNewOperationEnqueue creates each operation in the producer loop.

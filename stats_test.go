@@ -2,6 +2,7 @@ package batcher_test
 
 import (
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 type batchLog struct {
 	mu    sync.Mutex
 	sizes []int
+	costs []uint64
 	waits []time.Duration
 }
 
@@ -18,6 +20,7 @@ func (l *batchLog) ObserveBatch(ops int, cost uint64, wait time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.sizes = append(l.sizes, ops)
+	l.costs = append(l.costs, cost)
 	l.waits = append(l.waits, wait)
 }
 
@@ -91,5 +94,70 @@ func TestObserverWaitCountsBacklog(t *testing.T) {
 			t.Fatalf("batch %d of %d (%d operations) waited %v, want at least 10s (enqueued before the 10-s stall)",
 				i, len(obs.waits), obs.sizes[i], wait)
 		}
+	}
+}
+
+// Operations pushed while the loop leaves the hand-over's operations there
+// (blocked at capacity 0) count their wait from their own Enqueue, not from
+// the loop's last take: the first 5,000 are enqueued at 0 and the loop
+// holds most of them in the hand-over; the next 5,000, of cost 2, at 1 s;
+// all are released at one tick, at R, each alone. Those of the first wait
+// R, the others R - 1 s, exactly.
+func TestHeldHandoverStampsEachPush(t *testing.T) {
+	obs := &batchLog{}
+	rl := batcher.NewProvisionedResource(1000)
+	rl.SetCapacity(0)
+	b, fc, _ := started(t, func(b *batcher.Batcher) { b.WithObserver(obs).WithRateLimiter(rl) })
+	var released atomic.Int64
+	w := batcher.NewWatcher(func(ops []batcher.IOperation) { released.Add(int64(len(ops))) })
+	enqueue := func(cost uint32) {
+		for i := 0; i < 5000; i++ {
+			if err := b.Enqueue(batcher.NewOperation(w, cost, nil, false)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	enqueue(1)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if b.HandoverHeld() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the loop never left operations in the hand-over")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	fc.Advance(time.Second)
+	enqueue(2)
+	fc.Advance(9 * time.Second)
+	rl.SetCapacity(1_000_000_000)
+	start := fc.Now()
+	fc.Advance(100 * time.Millisecond)
+	for released.Load() < 10_000 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 10000 released", released.Load())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if fc.Now() != start.Add(100*time.Millisecond) {
+		t.Fatal("the clock moved")
+	}
+	r := 10*time.Second + 100*time.Millisecond
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	second := 0
+	for i, cost := range obs.costs {
+		want := r
+		if cost == 2 {
+			want = r - time.Second
+			second++
+		}
+		if obs.sizes[i] != 1 || obs.waits[i] != want {
+			t.Fatalf("batch %d (%d operations of cost %d) waited %v, want %v", i, obs.sizes[i], cost, obs.waits[i], want)
+		}
+	}
+	if second != 5000 {
+		t.Fatalf("%d batches of the second 5,000, want 5000", second)
 	}
 }
