@@ -367,7 +367,7 @@ func TestPausedBatcherReleasesNothing(t *testing.T) {
 }
 
 func TestStopKeepsUnreleasedOpsCounted(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	before := goleak.IgnoreCurrent()
 	lim := batchertest.NewLimiter(0)
 	lim.SetMaxCapacity(10)
 	b, _, rec := started(t, func(b *batcher.Batcher) { b.WithRateLimiter(lim) })
@@ -379,6 +379,12 @@ func TestStopKeepsUnreleasedOpsCounted(t *testing.T) {
 	}
 	b.Stop()
 	b.Stop()
+	// Stop may return before the delivery while a listener runs (see
+	// Stop); once the notifier has ended, every event has been delivered.
+	if _, ok := rec.WaitFor(ctxTimeout(t), batcher.ShutdownEvent, 1); !ok {
+		t.Fatal("no shutdown event")
+	}
+	goleak.VerifyNone(t, before)
 	evs := rec.Named(batcher.ShutdownEvent)
 	if len(evs) != 1 || evs[0].Val != 4 {
 		t.Fatalf("shutdown events %+v, want one with val 4", evs)
