@@ -100,11 +100,10 @@ type Batcher struct {
 	costRatio atomic.Uint64 // actual ÷ estimated cost × ratioOne, published by the loop; 0 until known
 	settled   settlements   // costs reported by callbacks, for the loop
 
-	mu       sync.Mutex // guards incoming, spaceCh and the stopped transition
-	incoming handover   // accepted, not yet taken by the loop
-	// stampEpoch is the origin of the hand-over's stamps, set before Start.
-	stampEpoch time.Time
+	mu         sync.Mutex    // guards incoming, spaceCh and the stopped transition
+	incoming   handover      // accepted, not yet taken by the loop
 	spaceCh    chan struct{} // closed when room frees up; nil when nobody waits
+	stampEpoch time.Time     // the origin of the hand-over's stamps, set before Start
 
 	wake         chan struct{}      // new operations, finished callbacks
 	flushReq     chan struct{}      // Flush

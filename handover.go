@@ -60,7 +60,7 @@ func (h *handover) push(op *Operation, now int64) (wasEmpty bool) {
 	}
 	h.buf[i] = op
 	if h.at != nil {
-		if h.n == 0 || h.stale {
+		if h.needsClock() {
 			h.lastAt = max(h.lastAt, now)
 		}
 		h.at[i] = h.lastAt

@@ -29,9 +29,9 @@ func (l *loop) intake(flushing bool) {
 	for {
 		if l.holdIntake(flushing, took) {
 			l.heldBack = true
-			if stamping && l.blocked && !l.incomingHeld {
+			if stamping && l.blocked && !l.toldHeld {
 				l.b.holdIncoming()
-				l.incomingHeld = true
+				l.toldHeld = true
 			}
 			return
 		}
@@ -40,7 +40,7 @@ func (l *loop) intake(flushing bool) {
 			now = l.clock.Now()
 		}
 		n := l.b.takeIncoming(l.chunk[:], l.chunkAt[:], now)
-		l.incomingHeld = false
+		l.toldHeld = false
 		if n == 0 {
 			return
 		}
@@ -49,7 +49,7 @@ func (l *loop) intake(flushing bool) {
 		}
 		l.intakeAt = now
 		for i, op := range l.chunk[:n] {
-			l.route(op, l.chunkAt[i], stamping)
+			l.route(op, l.chunkAt[i])
 		}
 		l.routed += n
 		took += n
@@ -96,9 +96,8 @@ func (l *loop) resumeIntake() bool {
 
 // route puts op in its watcher's batch. A non-batchable op closes the batch
 // being formed (so the watcher's operations keep their order) and goes
-// alone. If stamped, at is when Enqueue accepted op, else it counts from
-// this intake.
-func (l *loop) route(op *Operation, at int64, stamped bool) {
+// alone. at is op's stamp from the hand-over, if it stamps (see since).
+func (l *loop) route(op *Operation, at int64) {
 	w := op.Watcher()
 	var p *pending
 	if l.lastJoined != nil && l.lastJoined.open && l.lastJoined.w == w {
@@ -110,7 +109,7 @@ func (l *loop) route(op *Operation, at int64, stamped bool) {
 		if p != nil {
 			l.closeBatch(p)
 		}
-		l.enqueueReady(&pending{w: w, ops: []IOperation{op}, cost: uint64(op.Cost()), since: l.since(at, stamped)})
+		l.enqueueReady(&pending{w: w, ops: []IOperation{op}, cost: uint64(op.Cost()), since: l.since(at)})
 		return
 	}
 	max := w.MaxBatchSize()
@@ -119,7 +118,7 @@ func (l *loop) route(op *Operation, at int64, stamped bool) {
 		if size == 0 || size > 1024 {
 			size = 16
 		}
-		p = &pending{w: w, ops: make([]IOperation, 0, size), open: true, since: l.since(at, stamped)}
+		p = &pending{w: w, ops: make([]IOperation, 0, size), open: true, since: l.since(at)}
 		l.open[w] = p
 		l.openList = append(l.openList, p)
 	}
@@ -151,10 +150,11 @@ func (l *loop) closeAll() {
 	l.openList = l.openList[:0]
 }
 
-// since returns the time a batch starting with an operation stamped at (see
-// route) counts its wait from.
-func (l *loop) since(at int64, stamped bool) time.Time {
-	if stamped {
+// since returns the time a batch starting with an operation stamped at
+// counts its wait from: when Enqueue accepted it if the hand-over stamps
+// (an observer is set), else this intake.
+func (l *loop) since(at int64) time.Time {
+	if l.cfg.observer != nil {
 		return l.b.acceptedAt(at)
 	}
 	return l.intakeAt

@@ -20,11 +20,10 @@ type loop struct {
 	ratio      costRatio               // actual ÷ estimated cost of the settled operations
 	chunk      [intakeChunk]*Operation // operations on their way from the hand-over
 	chunkAt    [intakeChunk]int64      // when Enqueue accepted them, if the hand-over stamps
-	// incomingHeld: the hand-over was told the loop leaves what it holds.
-	incomingHeld bool
-	routed       int  // operations taken into batches, not yet released
-	blocked      bool // the last release stopped with batches left
-	heldBack     bool // intake left operations in the hand-over
+	routed     int                     // operations taken into batches, not yet released
+	blocked    bool                    // the last release stopped with batches left
+	heldBack   bool                    // intake left operations in the hand-over
+	toldHeld   bool                    // the hand-over was told the loop leaves what it holds
 
 	credit      credit
 	capacity    uint32 // the limiter's capacity at the last release decision
