@@ -62,10 +62,25 @@ func TestStatsAndObserver(t *testing.T) {
 // part of it in batches); the wait the observer gets must still run from
 // Enqueue, however late the loop took an operation in.
 func TestObserverWaitCountsBacklog(t *testing.T) {
+	for _, fair := range []bool{false, true} {
+		name := "in order"
+		if fair {
+			name = "fair release"
+		}
+		t.Run(name, func(t *testing.T) { testObserverWaitCountsBacklog(t, fair) })
+	}
+}
+
+func testObserverWaitCountsBacklog(t *testing.T, fair bool) {
 	obs := &batchLog{}
 	rl := batcher.NewProvisionedResource(1000)
 	rl.SetCapacity(0)
-	b, fc, _ := started(t, func(b *batcher.Batcher) { b.WithObserver(obs).WithRateLimiter(rl) })
+	b, fc, _ := started(t, func(b *batcher.Batcher) {
+		b.WithObserver(obs).WithRateLimiter(rl)
+		if fair {
+			b.WithFairRelease()
+		}
+	})
 	c := &collector{}
 	w := c.watcher().WithMaxBatchSize(100)
 	const n = 5000 // beyond what a blocked loop takes from the hand-over
