@@ -76,7 +76,7 @@ func ExampleParsePolicy() {
 	fmt.Println(err)
 	// Output:
 	// per-ip gcra 20 100 1s <nil>
-	// limit: policy "": limit: must be positive
+	// limit: policy "": burst: must be positive
 }
 
 // A rate given as the interval between two emissions: a GCRA with a burst

@@ -1,6 +1,7 @@
 package limit
 
 import (
+	"errors"
 	"strconv"
 	"strings"
 	"time"
@@ -41,7 +42,16 @@ func ParsePolicy(s string) (Policy, error) {
 			return Policy{}, err
 		}
 	}
-	return p, p.Validate()
+	if err := p.Validate(); err != nil {
+		// Validate names the limit "limit"; the error names it as written,
+		// or, when it is missing, by the algorithm's word.
+		var pe *PolicyError
+		if errors.As(err, &pe) && pe.Field == "limit" && !seen["limit"] {
+			pe.Field = limitWord(a)
+		}
+		return p, err
+	}
+	return p, nil
 }
 
 func (p *Policy) set(k, v string) error {

@@ -82,3 +82,25 @@ func TestMemoryCountAll(t *testing.T) {
 		t.Fatalf("negative cost: %v", err)
 	}
 }
+
+// ParsePolicy's errors name the limit as the text wrote it (capacity,
+// burst, max or limit), or by the algorithm's word when it is missing.
+func TestParsePolicyNamesLimitAsWritten(t *testing.T) {
+	for _, c := range []struct{ text, field string }{
+		{"gcra rate=100/s burst=0", "burst"},
+		{"gcra rate=100/s limit=0", "limit"},
+		{"token_bucket capacity=-1 rate=1/s", "capacity"},
+		{"fixed_window max=0 window=1m", "max"},
+		{"sliding_window window=1m", "max"},
+		{"gcra rate=0/s burst=5", "rate"},
+	} {
+		_, err := limit.ParsePolicy(c.text)
+		var pe *limit.PolicyError
+		if !errors.As(err, &pe) {
+			t.Fatalf("ParsePolicy(%q): %v, want a *PolicyError", c.text, err)
+		}
+		if pe.Field != c.field {
+			t.Errorf("ParsePolicy(%q): field %q (%v), want %q", c.text, pe.Field, err, c.field)
+		}
+	}
+}
