@@ -32,8 +32,13 @@ type loop struct {
 	pause       pauser
 	deadlines   deadlines
 	lastRelease time.Time
-	draining    bool            // a Shutdown asked for a drain
-	drainReply  []chan struct{} // closed once drained, one per Shutdown
+	// auditAfter is when the last batch released stops counting for the
+	// audit: its release plus the longer of the batcher's MaxOperationTime
+	// and its watcher's, so that a target still held by a batch within its
+	// watcher's longer MaxOperationTime is not taken for a leak.
+	auditAfter time.Time
+	draining   bool            // a Shutdown asked for a drain
+	drainReply []chan struct{} // closed once drained, one per Shutdown
 
 	intakeAt time.Time // when intake took the operations being routed
 
@@ -268,6 +273,9 @@ func (l *loop) dispatch(p *pending, n int, now time.Time) {
 	l.deadlines.add(batch, int(b.inflight.Load()))
 	b.inflight.Add(1)
 	l.lastRelease = now
+	if until := now.Add(max(limit, l.cfg.maxOperationTime)); until.After(l.auditAfter) {
+		l.auditAfter = until
+	}
 	l.count(n, cost, now.Sub(p.since))
 	if l.cfg.emitBatch {
 		b.raise(BatchEvent, n, "", ops)
@@ -334,7 +342,7 @@ func (l *loop) audit() {
 		return
 	}
 	b := l.b
-	recent := !l.lastRelease.IsZero() && now.Sub(l.lastRelease) < l.cfg.maxOperationTime
+	recent := now.Before(l.auditAfter)
 	if b.buffered.Load() > 0 || recent {
 		b.stats.auditSkip.Add(1)
 		b.raise(AuditSkipEvent, 0, "", nil)
