@@ -45,14 +45,16 @@ func grpcCode(err error) codes.Code {
 	return codes.Internal
 }
 
-// maxJSONBody caps the body the JSON endpoint reads.
-const maxJSONBody = 1 << 20
+// DefaultMaxJSONBodyBytes is the largest body JSONHandler reads when
+// Options.MaxJSONBodyBytes is not set.
+const DefaultMaxJSONBodyBytes = 1 << 20
 
 // JSONHandler serves envoyproxy/ratelimit's /json endpoint: the body is a
 // RateLimitRequest in protobuf JSON, the answer its RateLimitResponse, with
 // status 200 when OK and 429 when OVER_LIMIT; 400 for a body that is not a
-// request or that the service refuses, 413 for a body over 1 MiB or over
-// an http.MaxBytesReader put around it, 503 when the store fails.
+// request or that the service refuses, 413 for a body over
+// Options.MaxJSONBodyBytes (1 MiB by default) or over an http.MaxBytesReader
+// put around it, 503 when the store fails.
 func JSONHandler(s *Service) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
@@ -62,7 +64,8 @@ func JSONHandler(s *Service) http.Handler {
 		}
 		bp := jsonPool.Get().(*[]byte)
 		defer putJSONBuffer(bp)
-		body, err := readBody(http.MaxBytesReader(w, r.Body, maxJSONBody), (*bp)[:0], r.ContentLength)
+		maxBody := s.opts.MaxJSONBodyBytes
+		body, err := readBody(http.MaxBytesReader(w, r.Body, maxBody), (*bp)[:0], r.ContentLength, maxBody)
 		*bp = body
 		if err != nil {
 			code := http.StatusBadRequest
@@ -121,9 +124,9 @@ func putJSONBuffer(bp *[]byte) {
 var jsonContentType = []string{"application/json"}
 
 // readBody appends what r holds to b, growing b to size first when size,
-// the request's Content-Length, is known.
-func readBody(r io.Reader, b []byte, size int64) ([]byte, error) {
-	if size > 0 && size <= maxJSONBody && int64(cap(b)) < size+1 {
+// the request's Content-Length, is known and at most maxBody.
+func readBody(r io.Reader, b []byte, size, maxBody int64) ([]byte, error) {
+	if size > 0 && size <= maxBody && int64(cap(b)) < size+1 {
 		b = make([]byte, 0, size+1) // +1: the read that finds the end
 	}
 	for {

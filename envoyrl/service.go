@@ -121,6 +121,9 @@ type Options struct {
 	// together, what its counter key is made of; a longer one is refused
 	// with ErrBadRequest. Zero means no bound.
 	MaxKeyBytes int
+	// MaxJSONBodyBytes bounds the body JSONHandler reads; a larger one is
+	// answered 413. Zero means DefaultMaxJSONBodyBytes (1 MiB).
+	MaxJSONBodyBytes int64
 	// NearLimitRatio is the share of a limit past which admitted hits are
 	// near the limit in LimitStats (its NEAR_LIMIT_RATIO). Zero means 0.8,
 	// its default; a negative value means 0.
@@ -170,6 +173,9 @@ type Service struct {
 func NewService(store Store, opts Options) *Service {
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.MaxJSONBodyBytes <= 0 {
+		opts.MaxJSONBodyBytes = DefaultMaxJSONBodyBytes
 	}
 	if opts.KeyGrace == 0 {
 		opts.KeyGrace = time.Second

@@ -97,3 +97,35 @@ func TestAcceptErrorsBackOff(t *testing.T) {
 func newLogger(w io.Writer) *log.Logger { return log.New(w, "", 0) }
 
 func newReader(c net.Conn) *bufio.Reader { return bufio.NewReader(c) }
+
+// TestHeaderLimitExact: a head (request line, fields and the blank line)
+// of exactly MaxHeaderBytes is served and one byte more is refused with
+// 431, on the fast path and on a request handed off to net/http, whose own
+// bound would let 4 KiB more in.
+func TestHeaderLimitExact(t *testing.T) {
+	const max = 2 << 10
+	ts := newTestServer(t, func(s *Server) { s.MaxHeaderBytes = max })
+	// head returns a request to path, by method, whose head is size bytes.
+	head := func(method, path string, size int) string {
+		base := method + " " + path + " HTTP/1.1\r\nHost: test\r\nContent-Length: 1\r\nX-Junk: \r\n\r\n"
+		req := method + " " + path + " HTTP/1.1\r\nHost: test\r\nContent-Length: 1\r\nX-Junk: " +
+			strings.Repeat("j", size-len(base)) + "\r\n\r\nx"
+		return req
+	}
+	for _, c := range []struct {
+		name, method, path string
+	}{{"fast path", "POST", "/echo"}, {"net/http", "PUT", "/other"}} {
+		for _, size := range []int{max, max + 1, max + 3000} {
+			conn := ts.dial(t)
+			conn.send(head(c.method, c.path, size))
+			resp, _ := conn.answer(c.method)
+			want := http.StatusOK
+			if size > max {
+				want = http.StatusRequestHeaderFieldsTooLarge
+			}
+			if resp.StatusCode != want {
+				t.Errorf("%s, a head of %d bytes (limit %d): status %d, want %d", c.name, size, max, resp.StatusCode, want)
+			}
+		}
+	}
+}

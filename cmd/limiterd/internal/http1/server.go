@@ -84,9 +84,9 @@ type Server struct {
 	// net/http's WriteTimeout on handed-off connections. Zero means none.
 	WriteTimeout time.Duration
 	// MaxHeaderBytes bounds the request line and header served on the fast
-	// path (default 8 KiB); larger ones are handed off to net/http, which
-	// answers 431 past the same limit when it is set (net/http's default,
-	// 1 MiB, when it is not).
+	// path (default 8 KiB); larger ones are handed off to net/http, and
+	// answered 431 there past the same limit when it is set (HeaderLimit;
+	// net/http's default, 1 MiB, when it is not).
 	MaxHeaderBytes int
 	// MaxBodyBytes bounds the body served on the fast path (default
 	// 64 KiB); larger ones are handed off.
@@ -129,7 +129,7 @@ func (s *Server) start() {
 		s.janitor = make(chan struct{})
 		s.handoff = &handoffListener{conns: make(chan net.Conn), done: make(chan struct{})}
 		s.inner = &http.Server{
-			Handler:           s.Handler,
+			Handler:           HeaderLimit(s.Handler, s.MaxHeaderBytes),
 			ReadHeaderTimeout: s.ReadHeaderTimeout,
 			ReadTimeout:       s.ReadTimeout,
 			WriteTimeout:      s.WriteTimeout,

@@ -156,6 +156,7 @@ func (s *server) buildEnvoy(rdb redis.UniversalClient) error {
 		MaxDescriptors:             int(s.cfg.Limits.MaxDescriptors),
 		MaxDescriptorEntries:       int(s.cfg.Limits.MaxDescriptorEntries),
 		MaxKeyBytes:                int(s.cfg.Limits.MaxKeyBytes),
+		MaxJSONBodyBytes:           s.cfg.Limits.MaxBodyBytes,
 		NearLimitRatio:             e.NearLimitRatio,
 		LocalCacheBytes:            e.LocalCacheBytes,
 	}
@@ -393,7 +394,7 @@ func (s *server) handleRLConfig(w http.ResponseWriter, _ *http.Request) {
 func (s *server) plainServer(h http.Handler) *http.Server {
 	c := s.cfg.Servers
 	return &http.Server{
-		Handler:           h,
+		Handler:           http1.HeaderLimit(h, int(s.cfg.Limits.MaxHeaderBytes)),
 		ReadHeaderTimeout: c.ReadHeaderTimeout,
 		ReadTimeout:       c.ReadTimeout,
 		WriteTimeout:      c.WriteTimeout,
