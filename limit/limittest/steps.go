@@ -72,7 +72,7 @@ func Tables() []Table {
 			{At: 6 * s, Cost: 3, Want: allow(0, 3*s)},
 		}
 	}
-	return []Table{
+	return append(settleTables(), []Table{
 		{Name: "token bucket 3, 1/s", Policy: limit.TokenBucket(3, limit.PerSecond(1)),
 			// The bucket's time stays at 4 s: 3 tokens of debt, 1 s to wait.
 			Steps: bucket(deny(0, 1*s, 3*s))},
@@ -132,5 +132,5 @@ func Tables() []Table {
 			{At: 15 * s, Op: "settle", Cost: -2, Want: allow(2, 15*s)},
 			{At: 40 * s, Cost: 0, Want: allow(10, 0)},
 		}},
-	}
+	}...)
 }
