@@ -14,38 +14,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// promiseEvents records events of several resources; safe for concurrent
-// use.
-type promiseEvents struct {
-	mu     sync.Mutex
-	byName map[string]int
-	errs   []string
-}
-
-func (p *promiseEvents) listen(event string, _ int, msg string, _ interface{}) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.byName == nil {
-		p.byName = map[string]int{}
-	}
-	p.byName[event]++
-	if event == sharing.ErrorEvent {
-		p.errs = append(p.errs, msg)
-	}
-}
-
-func (p *promiseEvents) count(event string) int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.byName[event]
-}
-
-func (p *promiseEvents) errors() []string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return append([]string(nil), p.errs...)
-}
-
 // TestPromiseClusterSharing checks "so it works on a single server, behind
 // Sentinel and on Redis Cluster" and "Resources with different prefixes hash
 // to their own slots" on a three-master Redis Cluster the test starts: two
@@ -61,7 +29,7 @@ func TestPromiseClusterSharing(t *testing.T) {
 	defer cancel()
 
 	const shared, factor, reserved = 10000, 1000, 1000
-	var ev promiseEvents
+	var ev eventLog
 	start := func(prefix string) *sharing.Resource {
 		r := redislease.NewSharedResource(client, prefix, shared).
 			WithFactor(factor).WithReservedCapacity(reserved).WithMaxInterval(50)
@@ -145,7 +113,7 @@ func TestPromiseClusterSharing(t *testing.T) {
 			t.Errorf("prefixes %v both on master %s; the test wants them on different masters", prefixes, node)
 		}
 	}
-	if errs := ev.errors(); len(errs) > 0 {
+	if errs := ev.errorMessages(); len(errs) > 0 {
 		t.Fatalf("%d error events on the cluster, first: %s", len(errs), strings.Join(errs[:1], ""))
 	}
 	if n := ev.count(sharing.CreatedBlobEvent); n != len(prefixes)*shared/factor {

@@ -42,6 +42,13 @@ func (l *eventLog) count(event string) int {
 	return l.counts[event]
 }
 
+// errorMessages returns the messages of the error events so far.
+func (l *eventLog) errorMessages() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.errors...)
+}
+
 // fastClient is a client that gives up quickly on a dead server, so the
 // resource's loop sees errors at once instead of hanging on retries.
 func fastClient(addr string) *redis.Client {
