@@ -43,15 +43,7 @@ func TestPromiseSharedDefaultLeaseDuration(t *testing.T) {
 	faults := leasetest.NewFaultManager(store)
 	const shared, reserved = 4, 1
 	r := batcher.NewSharedResource(faults, shared).WithReservedCapacity(reserved).WithClock(fake)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if err := r.Provision(ctx); err != nil {
-		t.Fatalf("Provision: %v", err)
-	}
-	if err := r.Start(ctx); err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	defer r.Stop()
+	ctx := startShared(t, r)
 
 	if got := r.Stats().Partitions; got != shared {
 		t.Fatalf("default factor: %d partitions for shared capacity %d, want %d (factor 1)", got, shared, shared)
@@ -89,4 +81,20 @@ func TestPromiseSharedDefaultLeaseDuration(t *testing.T) {
 			t.Fatalf("partition %d still leased at 15 s (%v): the default lease is longer than 15 s", p, err)
 		}
 	}
+}
+
+// startShared provisions and starts r, stopped when the test ends, and
+// returns the context it runs in.
+func startShared(t *testing.T, r *batcher.SharedResource) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if err := r.Provision(ctx); err != nil {
+		t.Fatalf("Provision: %v", err)
+	}
+	if err := r.Start(ctx); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(r.Stop)
+	return ctx
 }

@@ -1,7 +1,6 @@
 package batcher_test
 
 import (
-	"context"
 	"testing"
 
 	"github.com/costwise/batcher"
@@ -31,15 +30,7 @@ func TestPromiseSharedSizingAndReservedAtRunTime(t *testing.T) {
 	r := batcher.NewSharedResource(batcher.NewMemoryLeaseManager(), shared).
 		WithFactor(factor).WithReservedCapacity(reserved).WithMaxInterval(20)
 	r.AddListener(rec.Listener())
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if err := r.Provision(ctx); err != nil {
-		t.Fatalf("Provision: %v", err)
-	}
-	if err := r.Start(ctx); err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	defer r.Stop()
+	startShared(t, r)
 	if got := r.MaxCapacity(); got != shared+reserved {
 		t.Fatalf("MaxCapacity() = %d, want shared + reserved = %d", got, shared+reserved)
 	}
