@@ -1,12 +1,10 @@
 package service
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -14,8 +12,6 @@ import (
 
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -73,68 +69,15 @@ func TestPromiseGRPCMessageBoundDefault(t *testing.T) {
 // as the 5-byte length prefix is read, without waiting for the message.
 func TestPromiseLeanServerRefusesFromThePrefix(t *testing.T) {
 	p := start(t, "", "--grpc-server", GRPCServerLean)
-	c, err := net.Dial("tcp", p.grpc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
-	if _, err := io.WriteString(c, http2.ClientPreface); err != nil {
-		t.Fatal(err)
-	}
-	fr := http2.NewFramer(c, c)
-	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	if err := fr.WriteSettings(); err != nil {
-		t.Fatal(err)
-	}
-	var hb bytes.Buffer
-	enc := hpack.NewEncoder(&hb)
-	for _, f := range [][2]string{
-		{":method", "POST"}, {":scheme", "http"}, {":path", "/ratelimiter.v1.RateLimiter/Allow"},
-		{":authority", "x"}, {"content-type", "application/grpc"}, {"te", "trailers"},
-	} {
-		_ = enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
-	}
-	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndHeaders: true}); err != nil {
-		t.Fatal(err)
-	}
+	h := dialH2(t, p.grpc)
+	h.headers(1)
 	prefix := make([]byte, 5)
 	binary.BigEndian.PutUint32(prefix[1:], 4<<20+1)
-	if err := fr.WriteData(1, false, prefix); err != nil {
+	if err := h.fr.WriteData(1, false, prefix); err != nil {
 		t.Fatal(err)
 	}
-	for {
-		f, err := fr.ReadFrame()
-		if err != nil {
-			t.Fatalf("no answer to a message announced at 4 MiB + 1 before its bytes: %v", err)
-		}
-		switch f := f.(type) {
-		case *http2.SettingsFrame:
-			if !f.IsAck() {
-				_ = fr.WriteSettingsAck()
-			}
-		case *http2.RSTStreamFrame:
-			t.Fatalf("stream reset with %v, want a ResourceExhausted status", f.ErrCode)
-		case *http2.GoAwayFrame:
-			t.Fatalf("GOAWAY %v, want a ResourceExhausted status", f.ErrCode)
-		case *http2.MetaHeadersFrame:
-			if f.StreamID != 1 {
-				continue
-			}
-			if s := f.PseudoValue("status"); s != "" && s != "200" {
-				t.Fatalf(":status %s", s)
-			}
-			fields := map[string]string{}
-			for _, hf := range f.RegularFields() {
-				fields[hf.Name] = hf.Value
-			}
-			if got, ok := fields["grpc-status"]; ok {
-				if got != fmt.Sprint(int(codes.ResourceExhausted)) {
-					t.Fatalf("grpc-status %s (%s), want %d", got, fields["grpc-message"], codes.ResourceExhausted)
-				}
-				return
-			}
-		}
+	if got, want := h.outcome(1), fmt.Sprint(int(codes.ResourceExhausted)); got != want {
+		t.Fatalf("a message announced at 4 MiB + 1, before its bytes: %s, want grpc-status %s", got, want)
 	}
 }
 
