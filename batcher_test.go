@@ -39,7 +39,15 @@ func ctxTimeout(t *testing.T) context.Context {
 func started(t *testing.T, configure func(b *batcher.Batcher)) (*batcher.Batcher, *batchertest.FakeClock, *batchertest.Recorder) {
 	t.Helper()
 	fc := batchertest.NewFakeClock(time.Time{})
-	b := batcher.New(batcher.DefaultBufferSize).WithClock(fc)
+	b, rec := startedOn(t, fc, batcher.DefaultBufferSize, configure)
+	return b, fc, rec
+}
+
+// startedOn starts a *Batcher on clk with a recorder; configure runs before
+// Start.
+func startedOn(t *testing.T, clk batcher.Clock, size uint32, configure func(b *batcher.Batcher)) (*batcher.Batcher, *batchertest.Recorder) {
+	t.Helper()
+	b := batcher.New(size).WithClock(clk)
 	if configure != nil {
 		configure(b)
 	}
@@ -49,7 +57,7 @@ func started(t *testing.T, configure func(b *batcher.Batcher)) (*batcher.Batcher
 		t.Fatal(err)
 	}
 	t.Cleanup(b.Stop)
-	return b, fc, rec
+	return b, rec
 }
 
 type collector struct {

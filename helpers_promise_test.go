@@ -92,23 +92,6 @@ func (br *barrier) sync(t *testing.T) {
 	}
 }
 
-// startedOn starts a *Batcher on clk with a recorder; configure runs before
-// Start.
-func startedOn(t *testing.T, clk batcher.Clock, size uint32, configure func(b *batcher.Batcher)) (*batcher.Batcher, *batchertest.Recorder) {
-	t.Helper()
-	b := batcher.New(size).WithClock(clk)
-	if configure != nil {
-		configure(b)
-	}
-	rec := batchertest.NewRecorder()
-	b.AddListener(rec.Listener())
-	if err := b.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Stop)
-	return b, rec
-}
-
 // blocker is a watcher whose callbacks wait until release is called.
 type blocker struct {
 	w       batcher.IWatcher
