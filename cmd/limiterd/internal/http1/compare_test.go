@@ -30,7 +30,8 @@ func plainEcho(w http.ResponseWriter, r *http.Request) {
 }
 
 // comparePair is a Server and a plain net/http server with the same
-// handler.
+// handler, behind the same header bound (HeaderLimit, which the Server
+// puts before the requests it hands to net/http).
 type comparePair struct {
 	fast, plain string
 }
@@ -46,7 +47,7 @@ func newComparePair(t testing.TB) comparePair {
 		MaxHeaderBytes:    256,
 		MaxBodyBytes:      64,
 	}
-	plain := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	plain := &http.Server{Handler: HeaderLimit(mux, s.MaxHeaderBytes), ReadHeaderTimeout: 5 * time.Second}
 	var p comparePair
 	for _, serve := range []struct {
 		addr *string
