@@ -8,7 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/costwise/batcher/limit"
+	"github.com/costwise/batcher/limit/limittest"
 	"github.com/costwise/batcher/middleware/grpclimit"
 )
 
@@ -20,13 +20,7 @@ import (
 // the store's retry delay rounded up. The denials come at uneven offsets,
 // so most retry delays are not whole seconds.
 func TestRetryInfoRoundedUpEveryAlgorithm(t *testing.T) {
-	policies := map[string]limit.Policy{
-		"token_bucket":   limit.TokenBucket(3, limit.Rate{Count: 2, Period: 3 * time.Second}),
-		"gcra":           limit.GCRA(limit.Rate{Count: 3, Period: 7 * time.Second}, 2),
-		"fixed_window":   limit.FixedWindow(4, 10*time.Second),
-		"rolling_window": limit.RollingWindow(3, 5*time.Second),
-		"sliding_window": limit.SlidingWindow(5, 4*time.Second),
-	}
+	policies := limittest.EveryAlgorithm()
 	for name, pol := range policies {
 		t.Run(name, func(t *testing.T) {
 			clk := newFakeClock()

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/costwise/batcher/limit"
+	"github.com/costwise/batcher/limit/limittest"
 	"github.com/costwise/batcher/middleware/httplimit"
 	"github.com/costwise/batcher/middleware/promlimit"
 )
@@ -53,13 +54,7 @@ func TestDeniedAfterQuotaWithHeadersAndProblem(t *testing.T) {
 // A client that waits Retry-After seconds is admitted, whatever the
 // algorithm and however far into its period the denial came.
 func TestRetryAfterNeverEarly(t *testing.T) {
-	policies := map[string]limit.Policy{
-		"token_bucket":   limit.TokenBucket(3, limit.Rate{Count: 2, Period: 3 * time.Second}),
-		"gcra":           limit.GCRA(limit.Rate{Count: 3, Period: 7 * time.Second}, 2),
-		"fixed_window":   limit.FixedWindow(4, 10*time.Second),
-		"rolling_window": limit.RollingWindow(3, 5*time.Second),
-		"sliding_window": limit.SlidingWindow(5, 4*time.Second),
-	}
+	policies := limittest.EveryAlgorithm()
 	for name, pol := range policies {
 		t.Run(name, func(t *testing.T) {
 			clk := newFakeClock()

@@ -126,6 +126,21 @@ func TestHeaderLimitExact(t *testing.T) {
 			if resp.StatusCode != want {
 				t.Errorf("%s, a head of %d bytes (limit %d): status %d, want %d", c.name, size, max, resp.StatusCode, want)
 			}
+			if size <= max {
+				// Within the bound the connection is kept for the next request.
+				conn.send(head(c.method, c.path, size))
+				if resp, _ := conn.answer(c.method); resp.StatusCode != http.StatusOK {
+					t.Errorf("%s, a second head of %d bytes on the connection: status %d, want 200", c.name, size, resp.StatusCode)
+				}
+				continue
+			}
+			// Past it, the answer says the connection ends, and it does.
+			if !resp.Close {
+				t.Errorf("%s, a head of %d bytes: the 431 does not close the connection (header %q)", c.name, size, resp.Header.Get("Connection"))
+			}
+			if !conn.ended() {
+				t.Errorf("%s, a head of %d bytes: the connection is still open after the 431", c.name, size)
+			}
 		}
 	}
 }

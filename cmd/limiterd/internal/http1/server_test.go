@@ -152,6 +152,16 @@ func (r *rawConn) closed() bool {
 	return err == io.EOF
 }
 
+// ended reports whether the server ended the connection: closed, or
+// reset because what the client sent was left unread. A connection still
+// open fails by the dial's deadline.
+func (r *rawConn) ended() bool {
+	r.t.Helper()
+	_, err := r.br.ReadByte()
+	var ne net.Error
+	return err != nil && !(errors.As(err, &ne) && ne.Timeout())
+}
+
 func post(path, body string, header ...string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "POST %s HTTP/1.1\r\nHost: test\r\n", path)
