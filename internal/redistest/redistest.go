@@ -281,3 +281,38 @@ func AwayFromWindowEdge(window, margin time.Duration) {
 		time.Sleep(left + 10*time.Millisecond)
 	}
 }
+
+// StartSentinel starts a Sentinel (redis-server --sentinel) on a free port
+// that monitors master under name with a quorum of 1, with extra lines of
+// sentinel.conf (such as "sentinel down-after-milliseconds <name> 1000"),
+// waits until it names the master, kills it at cleanup, and returns its
+// host:port.
+func StartSentinel(t testing.TB, master *Server, name string, extra ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	port := FreePort(t)
+	conf := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nsentinel monitor %s 127.0.0.1 %d 1\n", port, dir, name, master.Port)
+	for _, l := range extra {
+		conf += l + "\n"
+	}
+	path := dir + "/sentinel.conf"
+	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(ServerBin(t), path, "--sentinel")
+	if err := cmd.Start(); err != nil {
+		Unavailable(t, "starting redis-server --sentinel: %v", err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	sc := redis.NewSentinelClient(&redis.Options{Addr: addr, DialTimeout: 200 * time.Millisecond, MaxRetries: -1})
+	defer sc.Close()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if a, err := sc.GetMasterAddrByName(context.Background(), name).Result(); err == nil && len(a) == 2 {
+			return addr
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the Sentinel on port %d does not name master %s within 10 s", port, name)
+		}
+	}
+}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -220,26 +219,9 @@ func TestRatelimitEnvRedisTLS(t *testing.T) {
 // a master watched by a real Sentinel (redis-server --sentinel).
 func TestRatelimitEnvSentinel(t *testing.T) {
 	master := redistest.StartServer(t)
-	sentinelPort := redistest.FreePort(t)
-	conf := writeFile(t, t.TempDir(), "sentinel.conf", fmt.Sprintf(
-		"port %d\nbind 127.0.0.1\nsentinel monitor mymaster 127.0.0.1 %d 1\n", sentinelPort, master.Port))
-	cmd := exec.Command(redistest.ServerBin(t), conf, "--sentinel")
-	if err := cmd.Start(); err != nil {
-		redistest.Unavailable(t, "starting redis-server --sentinel: %v", err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	sc := redis.NewSentinelClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", sentinelPort)})
-	defer sc.Close()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if addr, err := sc.GetMasterAddrByName(context.Background(), "mymaster").Result(); err == nil && len(addr) == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the Sentinel does not name the master within 10 s")
-		}
-	}
+	sentinel := redistest.StartSentinel(t, master, "mymaster")
 	p := startEnv(t, map[string]string{
-		"REDIS_TYPE": "SENTINEL", "REDIS_URL": fmt.Sprintf("mymaster,127.0.0.1:%d", sentinelPort), "CACHE_KEY_PREFIX": "sentinel_",
+		"REDIS_TYPE": "SENTINEL", "REDIS_URL": "mymaster," + sentinel, "CACHE_KEY_PREFIX": "sentinel_",
 		"RUNTIME_ROOT": runtimeDir(t, map[string]string{"gw.yaml": hourRule(2)}), "RUNTIME_SUBDIRECTORY": "ratelimit",
 	})
 	if n := overAfter(t, dial(t, p.grpc), 5); n != 2 {
