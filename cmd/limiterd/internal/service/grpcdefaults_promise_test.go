@@ -173,3 +173,38 @@ func TestPromiseLeanHeaderListBoundDefault(t *testing.T) {
 		t.Fatalf("the call after the refused one: %s, want grpc-status 0", got)
 	}
 }
+
+// TestPromiseLeanHeaderFieldPastBound: on the lean gRPC server, a single
+// header field longer than the 16 KiB bound cannot be skipped without
+// decoding it (HPACK's state runs through every field of the block), so
+// it ends the connection with GOAWAY COMPRESSION_ERROR, as
+// docs/limiterd.md says, as Go's own HTTP/2 server does; the server goes
+// on serving other connections.
+func TestPromiseLeanHeaderFieldPastBound(t *testing.T) {
+	p := start(t, "", "--grpc-server", GRPCServerLean)
+	h := dialH2(t, p.grpc)
+	h.call(1, [2]string{"x-junk", strings.Repeat("j", 17<<10)})
+	for {
+		f, err := h.fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("the connection ended without a GOAWAY: %v", err)
+		}
+		if g, ok := f.(*http2.GoAwayFrame); ok {
+			if g.ErrCode != http2.ErrCodeCompression {
+				t.Fatalf("GOAWAY %v, want COMPRESSION_ERROR", g.ErrCode)
+			}
+			break
+		}
+		if r, ok := f.(*http2.RSTStreamFrame); ok {
+			t.Fatalf("RST_STREAM %v: the doc says the connection ends", r.ErrCode)
+		}
+	}
+	if _, err := h.fr.ReadFrame(); err == nil {
+		t.Fatal("a frame after the GOAWAY: the connection was not closed")
+	}
+	h2 := dialH2(t, p.grpc)
+	h2.call(1)
+	if got := h2.outcome(1); got != "0" {
+		t.Fatalf("a call on a new connection: %s, want grpc-status 0", got)
+	}
+}
