@@ -39,13 +39,19 @@ func (b *Batcher) made() bool { return b.wake != nil }
 // graceful stop.
 //
 // Stop returns once the loop has ended and the listeners have been called
-// with every event, the shutdown event last, except when a listener is
-// running at that moment: that listener may be the caller, which cannot
-// wait for itself, so Stop then returns without waiting for the delivery.
+// with every event, the shutdown event last, except when it is called while
+// a listener runs: that listener may be the caller, or wait for it, and
+// cannot wait for itself, so Stop then returns without waiting for the
+// delivery. What counts is the moment of the call: a listener that the
+// stop itself sets running (the shutdown event's) is waited for.
 func (b *Batcher) Stop() {
 	if !b.made() {
 		return
 	}
+	// A caller inside a listener, or one a listener waits for, finds one
+	// running now; a caller outside finds none, unless one is delivering
+	// events raised before the call.
+	inListener := b.undelivered.busy.Load()
 	neverStarted := false
 	b.stopOnce.Do(func() {
 		b.mu.Lock()
@@ -67,7 +73,7 @@ func (b *Batcher) Stop() {
 		return
 	}
 	<-b.loopDone // the loop never waits on a listener, so this ends
-	if !b.undelivered.busy.Load() {
+	if !inListener {
 		<-b.notifierDone
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -117,6 +118,48 @@ func TestNoGoroutineIdentity(t *testing.T) {
 		}
 		if strings.Contains(string(src), "runtime.Stack") {
 			t.Errorf("%s reads runtime.Stack", f)
+		}
+	}
+}
+
+// TestStopWaitsForTheShutdownListener: Stop called from outside any
+// listener returns only after the shutdown event's listener has returned,
+// even when that listener is already running as the loop ends, so a log
+// line written on shutdown is out before Stop returns. Which of Stop and
+// the notifier gets there first is the scheduler's choice, so the test
+// stops 50 batchers.
+func TestStopWaitsForTheShutdownListener(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	for i := 0; i < 50; i++ {
+		b := batcher.NewBatcher()
+		entered, gate := make(chan struct{}), make(chan struct{})
+		var finished atomic.Bool
+		b.AddListener(func(event string, _ int, _ string, _ interface{}) {
+			if event != batcher.ShutdownEvent {
+				return
+			}
+			close(entered)
+			<-gate
+			finished.Store(true)
+		})
+		if err := b.Start(); err != nil {
+			t.Fatal(err)
+		}
+		stopped := make(chan struct{})
+		go func() { b.Stop(); close(stopped) }()
+		<-entered
+		// The listener is running and held: a Stop that did not wait for
+		// it returns now.
+		select {
+		case <-stopped:
+			close(gate)
+			t.Fatalf("batcher %d: Stop returned while the shutdown listener was still running", i)
+		case <-time.After(20 * time.Millisecond):
+		}
+		close(gate)
+		<-stopped
+		if !finished.Load() {
+			t.Fatalf("batcher %d: Stop returned before the shutdown listener did", i)
 		}
 	}
 }
