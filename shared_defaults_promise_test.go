@@ -14,20 +14,6 @@ import (
 // These tests check the shared-capacity section of docs/batcher.md from the
 // outside, through the package batcher names a user calls.
 
-// spWaitUntil polls cond on the wall clock until it holds or 5 s pass. The
-// lease loop runs on its own goroutine; polling for its effects is the only
-// way to see them. It never stands in for the fake clock.
-func spWaitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // TestPromiseSharedDefaultLeaseDuration checks, with nothing but the
 // defaults of NewSharedResource, the table's "WithLeaseDuration(d) | 15 s"
 // and "WithFactor(f) | 1", and the rule that a lease counts as capacity only
@@ -51,8 +37,8 @@ func TestPromiseSharedDefaultLeaseDuration(t *testing.T) {
 	r.GiveMe(shared + reserved)
 	// The fake clock does not move while the loop acquires, so every
 	// acquisition is sent at start.
-	spWaitUntil(t, "full capacity", func() bool { return r.Capacity() == shared+reserved })
-	spWaitUntil(t, "all partitions leased", func() bool { return r.Stats().Held == shared })
+	waitFor(t, "full capacity", func() bool { return r.Capacity() == shared+reserved })
+	waitFor(t, "all partitions leased", func() bool { return r.Stats().Held == shared })
 	if now := fake.Now(); !now.Equal(start) {
 		t.Fatalf("the fake clock moved to %v on its own", now)
 	}

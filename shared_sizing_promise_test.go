@@ -57,7 +57,7 @@ func TestPromiseSharedSizingAndReservedAtRunTime(t *testing.T) {
 				step.target, got, reserved, factor, step.partitions)
 		}
 		want := uint32(step.partitions*factor + reserved)
-		spWaitUntil(t, "capacity after GiveMe", func() bool { return r.Capacity() == want })
+		waitFor(t, "capacity after GiveMe", func() bool { return r.Capacity() == want })
 		if held := r.Stats().Held; held != step.partitions {
 			t.Fatalf("GiveMe(%d): Capacity() %d with %d partitions held, want %d", step.target, r.Capacity(), held, step.partitions)
 		}
@@ -65,7 +65,7 @@ func TestPromiseSharedSizingAndReservedAtRunTime(t *testing.T) {
 
 	// Back to nothing leased, then a larger reserved capacity at run time.
 	r.GiveMe(0)
-	spWaitUntil(t, "leases given back", func() bool { return r.Capacity() == reserved })
+	waitFor(t, "leases given back", func() bool { return r.Capacity() == reserved })
 	rec.Reset()
 	r.SetReservedCapacity(300)
 	if got := r.MaxCapacity(); got != shared+300 {
@@ -81,7 +81,7 @@ func TestPromiseSharedSizingAndReservedAtRunTime(t *testing.T) {
 	if got := spLastVal(rec, batcher.TargetEvent); got != 2 {
 		t.Fatalf("GiveMe(401) with reserved 300: last target event %d, want ceil(101/100) = 2", got)
 	}
-	spWaitUntil(t, "capacity 500", func() bool { return r.Capacity() == 500 })
+	waitFor(t, "capacity 500", func() bool { return r.Capacity() == 500 })
 
 	// A smaller reserved capacity: the same target now needs 5 partitions.
 	r.SetReservedCapacity(0)
@@ -92,5 +92,5 @@ func TestPromiseSharedSizingAndReservedAtRunTime(t *testing.T) {
 	if got := spLastVal(rec, batcher.TargetEvent); got != 5 {
 		t.Fatalf("GiveMe(401) with reserved 0: last target event %d, want ceil(401/100) = 5", got)
 	}
-	spWaitUntil(t, "capacity 500 from 5 partitions", func() bool { return r.Capacity() == 500 && r.Stats().Held == 5 })
+	waitFor(t, "capacity 500 from 5 partitions", func() bool { return r.Capacity() == 500 && r.Stats().Held == 5 })
 }

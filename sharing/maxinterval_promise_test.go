@@ -64,9 +64,9 @@ func TestPromiseDefaultMaxIntervalPacing(t *testing.T) {
 	store.mu.Lock()
 	at := append([]time.Time(nil), store.at...)
 	store.mu.Unlock()
-	// 30 s at one listing per 250-500 ms: 60 to 120 listings.
+	// 30 s at one listing per 250-500 ms, the first at 0: 60 to 121.
 	if n := len(at); n < 60 || n > 121 {
-		t.Errorf("%d listings in 30 s, want 60 to 120 (one every 250-500 ms)", n)
+		t.Errorf("%d listings in 30 s, want 60 to 121 (one every 250-500 ms)", n)
 	}
 	for i := 1; i < len(at); i++ {
 		if gap := at[i].Sub(at[i-1]); gap < 250*time.Millisecond || gap > 500*time.Millisecond {

@@ -14,6 +14,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"testing"
@@ -295,7 +296,7 @@ func StartSentinel(t testing.TB, master *Server, name string, extra ...string) s
 	for _, l := range extra {
 		conf += l + "\n"
 	}
-	path := dir + "/sentinel.conf"
+	path := filepath.Join(dir, "sentinel.conf")
 	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
