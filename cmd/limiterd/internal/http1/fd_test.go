@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/costwise/batcher/cmd/limiterd/internal/fdtest"
+	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {
@@ -22,7 +23,8 @@ func TestMain(m *testing.M) {
 			return s.Serve(ln)
 		},
 	})
-	os.Exit(m.Run())
+	// No goroutine of a server outlives its Close or Shutdown.
+	goleak.VerifyTestMain(m)
 }
 
 // TestFileDescriptorsExhausted runs the server in a process with few file

@@ -10,6 +10,7 @@ import (
 
 	ratelimiterv1 "github.com/costwise/batcher/api/ratelimiter/v1"
 	"github.com/costwise/batcher/cmd/limiterd/internal/fdtest"
+	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {
@@ -20,7 +21,8 @@ func TestMain(m *testing.M) {
 			return s.Serve(ln)
 		},
 	})
-	os.Exit(m.Run())
+	// No goroutine of a server outlives its Close or Shutdown.
+	goleak.VerifyTestMain(m)
 }
 
 // TestFileDescriptorsExhausted runs the server in a process with few file

@@ -75,6 +75,7 @@ func FuzzFrames(f *testing.F) {
 	srv := &Server{HandshakeTimeout: time.Second, MaxConcurrentStreams: 4, MaxRecvMsgSize: 1 << 16}
 	ratelimiterv1.RegisterRateLimiterServer(srv, &limiter{})
 	srv.init()
+	defer srv.Stop() // ends the workers the calls started
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		f.Fatal(err)

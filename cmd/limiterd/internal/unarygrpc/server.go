@@ -99,8 +99,11 @@ type Server struct {
 	conns     map[*conn]struct{}
 	draining  bool // GracefulStop or Stop called
 	connWG    sync.WaitGroup
-	quit      chan struct{}
-	initOnce  sync.Once
+	// callWG counts the workers and the goroutines of calls past them:
+	// stop waits for them, so that none outlives it.
+	callWG   sync.WaitGroup
+	quit     chan struct{}
+	initOnce sync.Once
 
 	work     chan *stream
 	nworkers atomic.Int32
@@ -302,8 +305,9 @@ func (s *Server) GracefulStop() {
 	s.stop(true)
 }
 
-// Stop closes the listeners and every connection at once; the contexts of
-// the calls in flight are canceled.
+// Stop closes the listeners and every connection at once and cancels the
+// contexts of the calls in flight; it returns once their methods have
+// returned, and no goroutine of the server is left.
 func (s *Server) Stop() {
 	s.stop(false)
 }
@@ -331,6 +335,10 @@ func (s *Server) stop(graceful bool) {
 		}
 	}
 	s.connWG.Wait()
+	// Every connection has ended, so no call is dispatched any more; the
+	// workers have seen quit, and the calls in flight end with their
+	// connections.
+	s.callWG.Wait()
 }
 
 // dispatch runs a call whose request is complete: on an idle worker, on a
@@ -342,15 +350,20 @@ func (s *Server) dispatch(st *stream) {
 		return
 	default:
 	}
+	s.callWG.Add(1)
 	if s.nworkers.Add(1) <= int32(s.Workers) {
 		go s.worker(st)
 		return
 	}
 	s.nworkers.Add(-1)
-	go st.c.handle(st)
+	go func() {
+		defer s.callWG.Done()
+		st.c.handle(st)
+	}()
 }
 
 func (s *Server) worker(st *stream) {
+	defer s.callWG.Done()
 	defer s.nworkers.Add(-1)
 	for {
 		st.c.handle(st)

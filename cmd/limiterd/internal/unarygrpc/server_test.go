@@ -374,10 +374,14 @@ func TestStopCancelsCalls(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	s.Stop()
+	// Stop returns once the method it canceled has returned.
+	if n := l.inFlight.Load(); n != 0 {
+		t.Fatalf("Stop returned with %d methods still running", n)
+	}
 	select {
 	case <-l.sawCancel:
-	case <-time.After(5 * time.Second):
-		t.Fatal("Stop did not cancel the call")
+	default:
+		t.Fatal("Stop returned before the method saw its context canceled")
 	}
 	if err := <-answered; status.Code(err) != codes.Unavailable {
 		t.Fatalf("the call cut by Stop: %v, want Unavailable", err)
