@@ -192,7 +192,7 @@ func (s *server) handleLimit(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) handleHealth(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(r.Context(), pingTimeout)
 	defer cancel()
 	if err := s.keyed.Ping(ctx); err != nil {
 		http.Error(w, "store unavailable", http.StatusServiceUnavailable)

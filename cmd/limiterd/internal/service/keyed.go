@@ -116,7 +116,7 @@ func newKeyed(cfg Config, rdb redis.UniversalClient, m *metrics) (keyedLimiter, 
 		if cfg.Backends.Redis.LocalAllowance {
 			m.allowances("keyed", keyedAllowanceCounts(rs, scale))
 		}
-		k.ping = func(ctx context.Context) error { return rdb.Ping(ctx).Err() }
+		k.ping = (&sharedPing{ping: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }}).Ping
 	} else {
 		mem, err := k.memory(cfg, m, "keyed")
 		if err != nil {
