@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"go.uber.org/goleak"
 	"io"
 	"net/http"
 	"os"
@@ -44,6 +45,14 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	removeBuilt()
+	// Every limiterd a test starts has returned from Main by now: none of
+	// its goroutines may be left.
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
 	os.Exit(code)
 }
 
