@@ -55,8 +55,8 @@
 //	metric label sets              10,000    --max-metric-series /                          new rule labels counted as rule="other"; a domain the
 //	                                         limits.max_metric_series                       rules do not name is always domain="other"; as many
 //	                                                                                         ratelimit_service_rate_limit_* keys, then key1="other"
-//	keys held in memory            1,048,576 backends.in_memory.max_keys                    keyed: keys at rest dropped first, then the least recently
-//	(each memory store)                                                                     used evicted (counted); Envoy counters: a new counter on a
+//	keys held in memory            1,048,576 backends.in_memory.max_keys                    keyed: keys at rest dropped first, then the one that spent
+//	(each memory store)                                                                     least evicted (counted); Envoy counters: a new counter on a
 //	                                                                                         full shard fails the call to the failure policy
 //	                                                                                         (fail_open: OK), counters held keep counting
 //	rule file size after aliases   2^20 nodes                                               the reload fails (rule_reloads_total{result="failure"})

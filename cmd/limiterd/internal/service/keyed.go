@@ -147,8 +147,8 @@ func newKeyed(cfg Config, rdb redis.UniversalClient, m *metrics) (keyedLimiter, 
 }
 
 // memory makes a memory store of cfg's shards and max_keys, cleaned every
-// eviction_time until k closes, its keys published as
-// limiterd_memory_keys{store=name}.
+// eviction_time until k closes, its keys and lossy evictions published as
+// limiterd_memory_keys{store=name} and limiterd_memory_evictions_total.
 func (k *keyedStore) memory(cfg Config, m *metrics, name string) (*limit.Memory, error) {
 	mem, err := limit.NewMemory(limit.MemoryOptions{
 		Shards:  int(cfg.Backends.InMemory.ShardsCount),
@@ -160,6 +160,7 @@ func (k *keyedStore) memory(cfg Config, m *metrics, name string) (*limit.Memory,
 	stop, prev := cleanupLoop(mem, time.Duration(cfg.Backends.InMemory.EvictionTime)*time.Second), k.stop
 	k.stop = func() { stop(); prev() }
 	m.memoryKeys(name, func() float64 { return float64(mem.Stats().Keys) })
+	m.memoryEvictions(name, func() float64 { return float64(mem.Stats().Evicted) })
 	return mem, nil
 }
 

@@ -138,6 +138,17 @@ func (m *metrics) memoryKeys(name string, n func() float64) {
 	}, n))
 }
 
+// memoryEvictions publishes the lossy evictions of a memory store (keys
+// dropped to make room while they had spent something), as
+// limiterd_memory_evictions_total{store=name}.
+func (m *metrics) memoryEvictions(name string, n func() float64) {
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Namespace: "limiterd", Name: "memory_evictions_total",
+		Help:        "Keys a full in-memory store (keyed; keyed_fallback) dropped to make room while they had spent something: what each had spent is forgotten. Keys back at rest are dropped first and are not counted.",
+		ConstLabels: prometheus.Labels{"store": name},
+	}, n))
+}
+
 // setDomains makes the domains of the rules in force the ones labelled as
 // themselves.
 func (m *metrics) setDomains(domains []string) {
