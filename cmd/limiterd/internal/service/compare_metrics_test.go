@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -159,8 +160,27 @@ func sortedLines(s string) string {
 type ratelimitAddrs struct{ http, grpc, debug, metrics string }
 
 // startEnvoyRatelimitWith runs envoyproxy/ratelimit with env, on ports
-// of its own under a key prefix of its own.
+// of its own under a key prefix of its own. A port picked free can be
+// taken by another test's server before envoyproxy/ratelimit binds it,
+// which it only logs ("Failed to open ... listener"), and the readiness
+// dial would then reach the other server: such a start is stopped and
+// made again on other ports.
 func startEnvoyRatelimitWith(t *testing.T, bin string, env map[string]string) ratelimitAddrs {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		addrs, log, ok := tryEnvoyRatelimit(t, bin, env)
+		if ok {
+			return addrs
+		}
+		if attempt == 3 {
+			t.Fatalf("envoyproxy/ratelimit could not open its listeners in 3 starts:\n%s", log)
+		}
+	}
+}
+
+// tryEnvoyRatelimit is one start of startEnvoyRatelimitWith; ok false when
+// a listener could not be opened (the process is then stopped).
+func tryEnvoyRatelimit(t *testing.T, bin string, env map[string]string) (ratelimitAddrs, string, bool) {
 	t.Helper()
 	port := func() string { return strconv.Itoa(redistest.FreePort(t)) }
 	httpPort, grpcPort, debugPort, promPort := port(), port(), port(), port()
@@ -177,7 +197,9 @@ func startEnvoyRatelimitWith(t *testing.T, bin string, env map[string]string) ra
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	var stopOnce sync.Once
+	stop := func() { stopOnce.Do(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }) }
+	t.Cleanup(stop)
 	deadline := time.Now().Add(20 * time.Second)
 	for !strings.Contains(log.String(), "Listening for gRPC") {
 		if time.Now().After(deadline) {
@@ -200,5 +222,9 @@ func startEnvoyRatelimitWith(t *testing.T, bin string, env map[string]string) ra
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	return ratelimitAddrs{http: a(httpPort), grpc: a(grpcPort), debug: a(debugPort), metrics: a(promPort)}
+	if strings.Contains(log.String(), "Failed to open") {
+		stop()
+		return ratelimitAddrs{}, log.String(), false
+	}
+	return ratelimitAddrs{http: a(httpPort), grpc: a(grpcPort), debug: a(debugPort), metrics: a(promPort)}, "", true
 }
