@@ -2,8 +2,9 @@ package service
 
 import (
 	"context"
-	"sync"
 	"time"
+
+	"golang.org/x/sync/singleflight"
 )
 
 // pingTimeout bounds a health check's wait for the store (`GET /health`).
@@ -17,41 +18,23 @@ const pingTimeout = 2 * time.Second
 // cost a pooled connection. So a frozen store answers `GET /health` with
 // 503 at the check's deadline, and a flood of checks holds one goroutine.
 type sharedPing struct {
-	ping func(context.Context) error
-
-	mu  sync.Mutex
-	cur *pingCall // the ping in flight, or nil
-}
-
-type pingCall struct {
-	done chan struct{}
-	err  error // set before done is closed
+	ping  func(context.Context) error
+	group singleflight.Group
 }
 
 // Ping reports whether the store answered the ping in flight, or a new
 // one, before ctx ended.
 func (p *sharedPing) Ping(ctx context.Context) error {
-	p.mu.Lock()
-	c := p.cur
-	if c == nil {
-		c = &pingCall{done: make(chan struct{})}
-		p.cur = c
+	ch := p.group.DoChan("ping", func() (any, error) {
 		// The ping's own bound: the longest a health check waits. It
 		// ends sooner when the client is closed (the service stops).
-		go func() {
-			pctx, cancel := context.WithTimeout(context.Background(), pingTimeout)
-			c.err = p.ping(pctx)
-			cancel()
-			p.mu.Lock()
-			p.cur = nil
-			p.mu.Unlock()
-			close(c.done)
-		}()
-	}
-	p.mu.Unlock()
+		pctx, cancel := context.WithTimeout(context.Background(), pingTimeout)
+		defer cancel()
+		return nil, p.ping(pctx)
+	})
 	select {
-	case <-c.done:
-		return c.err
+	case r := <-ch:
+		return r.Err
 	case <-ctx.Done():
 		return ctx.Err()
 	}
