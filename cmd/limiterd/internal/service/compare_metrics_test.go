@@ -3,8 +3,10 @@ package service
 import (
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"sort"
@@ -162,13 +164,22 @@ type ratelimitAddrs struct{ http, grpc, debug, metrics string }
 // startEnvoyRatelimitWith runs envoyproxy/ratelimit with env, on ports
 // of its own under a key prefix of its own. A port picked free can be
 // taken by another test's server before envoyproxy/ratelimit binds it,
-// which it only logs ("Failed to open ... listener"), and the readiness
-// dial would then reach the other server: such a start is stopped and
-// made again on other ports.
+// which it only logs ("Failed to open ... listener"); a dial would then
+// reach the other server. So a start counts as ready only once the process
+// itself listens on all its ports (the Prometheus one with USE_PROMETHEUS
+// true), and one that logs a failure is stopped and made again on other
+// ports.
 func startEnvoyRatelimitWith(t *testing.T, bin string, env map[string]string) ratelimitAddrs {
 	t.Helper()
+	return startEnvoyRatelimitOn(t, bin, env, func() int { return redistest.FreePort(t) })
+}
+
+// startEnvoyRatelimitOn is startEnvoyRatelimitWith with the ports picked by
+// pick.
+func startEnvoyRatelimitOn(t *testing.T, bin string, env map[string]string, pick func() int) ratelimitAddrs {
+	t.Helper()
 	for attempt := 1; ; attempt++ {
-		addrs, log, ok := tryEnvoyRatelimit(t, bin, env)
+		addrs, log, ok := tryEnvoyRatelimit(t, bin, env, pick)
 		if ok {
 			return addrs
 		}
@@ -178,16 +189,16 @@ func startEnvoyRatelimitWith(t *testing.T, bin string, env map[string]string) ra
 	}
 }
 
-// tryEnvoyRatelimit is one start of startEnvoyRatelimitWith; ok false when
+// tryEnvoyRatelimit is one start of startEnvoyRatelimitOn; ok false when
 // a listener could not be opened (the process is then stopped).
-func tryEnvoyRatelimit(t *testing.T, bin string, env map[string]string) (ratelimitAddrs, string, bool) {
+func tryEnvoyRatelimit(t *testing.T, bin string, env map[string]string, pick func() int) (ratelimitAddrs, string, bool) {
 	t.Helper()
-	port := func() string { return strconv.Itoa(redistest.FreePort(t)) }
-	httpPort, grpcPort, debugPort, promPort := port(), port(), port(), port()
+	httpPort, grpcPort, debugPort, promPort := pick(), pick(), pick(), pick()
+	p := strconv.Itoa
 	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(), "LOG_LEVEL=warn", "PROMETHEUS_ADDR=127.0.0.1:"+promPort,
+	cmd.Env = append(os.Environ(), "LOG_LEVEL=warn", "PROMETHEUS_ADDR=127.0.0.1:"+p(promPort),
 		"HOST=127.0.0.1", "GRPC_HOST=127.0.0.1", "DEBUG_HOST=127.0.0.1",
-		"PORT="+httpPort, "GRPC_PORT="+grpcPort, "DEBUG_PORT="+debugPort,
+		"PORT="+p(httpPort), "GRPC_PORT="+p(grpcPort), "DEBUG_PORT="+p(debugPort),
 		"CACHE_KEY_PREFIX=theirs-"+uuid.NewString()+"_")
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
@@ -201,30 +212,110 @@ func tryEnvoyRatelimit(t *testing.T, bin string, env map[string]string) (ratelim
 	stop := func() { stopOnce.Do(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }) }
 	t.Cleanup(stop)
 	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(log.String(), "Listening for gRPC") {
+	for {
+		if strings.Contains(log.String(), "Failed to open") {
+			stop()
+			return ratelimitAddrs{}, log.String(), false
+		}
+		own, err := listeningPorts(cmd.Process.Pid)
+		if err != nil {
+			t.Fatalf("the listening ports of envoyproxy/ratelimit: %v", err)
+		}
+		if own[httpPort] && own[grpcPort] && own[debugPort] && (own[promPort] || env["USE_PROMETHEUS"] != "true") {
+			break
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("envoyproxy/ratelimit did not start: %s", log.String())
+			t.Fatalf("envoyproxy/ratelimit listened on %v of ports %d, %d, %d, %d within 20 s:\n%s",
+				own, httpPort, grpcPort, debugPort, promPort, log.String())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	a := func(port string) string { return "127.0.0.1:" + port }
-	// It logs the gRPC listener first and opens the others after it.
-	for _, port := range []string{httpPort, debugPort, promPort} {
-		for {
-			c, err := net.DialTimeout("tcp", a(port), time.Second)
-			if err == nil {
-				c.Close()
-				break
+	a := func(port int) string { return "127.0.0.1:" + p(port) }
+	return ratelimitAddrs{http: a(httpPort), grpc: a(grpcPort), debug: a(debugPort), metrics: a(promPort)}, "", true
+}
+
+// listeningPorts returns the TCP ports on which process pid itself listens:
+// the local ports of /proc/net/tcp and tcp6 entries in state LISTEN whose
+// socket is one of the process's open files. A port some other process
+// holds is not among them.
+func listeningPorts(pid int) (map[int]bool, error) {
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		return nil, err
+	}
+	inodes := map[string]bool{}
+	for _, fd := range fds {
+		// A file closed since the listing is simply not counted.
+		if l, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name())); err == nil {
+			if ino, ok := strings.CutPrefix(l, "socket:["); ok {
+				inodes[strings.TrimSuffix(ino, "]")] = true
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("envoyproxy/ratelimit did not listen on %s: %v\n%s", a(port), err, log.String())
-			}
-			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	if strings.Contains(log.String(), "Failed to open") {
-		stop()
-		return ratelimitAddrs{}, log.String(), false
+	ports := map[int]bool{}
+	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(table)
+		if err != nil {
+			return nil, err
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			// sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+			f := strings.Fields(line)
+			if len(f) < 10 || f[3] != "0A" || !inodes[f[9]] {
+				continue
+			}
+			_, hexPort, _ := strings.Cut(f[1], ":")
+			if port, err := strconv.ParseInt(hexPort, 16, 32); err == nil {
+				ports[int(port)] = true
+			}
+		}
 	}
-	return ratelimitAddrs{http: a(httpPort), grpc: a(grpcPort), debug: a(debugPort), metrics: a(promPort)}, "", true
+	return ports, nil
+}
+
+// TestEnvoyRatelimitStartedAgainWhenAPortIsTaken holds, with a server of
+// its own, the port startEnvoyRatelimitOn picks first for
+// envoyproxy/ratelimit's debug listener: the start must not take the held
+// port for envoyproxy/ratelimit's (a dial there is answered, by the holder)
+// but start it again on other ports, where /rlconfig is its own.
+func TestEnvoyRatelimitStartedAgainWhenAPortIsTaken(t *testing.T) {
+	bin := envoyRatelimitBin(t)
+	redistest.Shared(t)
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprint(w, "the holder")
+	})}
+	go srv.Serve(held)
+	t.Cleanup(func() { srv.Close() })
+	heldPort := held.Addr().(*net.TCPAddr).Port
+	picks := 0
+	pick := func() int {
+		picks++
+		if picks == 3 { // the first start's debug port
+			return heldPort
+		}
+		return redistest.FreePort(t)
+	}
+	addrs := startEnvoyRatelimitOn(t, bin, map[string]string{
+		"USE_STATSD": "false", "REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": redistest.Addr(),
+		"RUNTIME_ROOT": runtimeDir(t, map[string]string{"gw.yaml": hourRule(5)}), "RUNTIME_SUBDIRECTORY": "ratelimit", "RUNTIME_WATCH_ROOT": "false",
+	}, pick)
+	if picks < 8 {
+		t.Fatalf("ports picked: %d, want a second start (8 picks or more)", picks)
+	}
+	if addrs.debug == held.Addr().String() {
+		t.Fatalf("the debug address is the held port %s", addrs.debug)
+	}
+	resp, err := http.Get("http://" + addrs.debug + "/rlconfig")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "gw.remote_address") {
+		t.Fatalf("GET /rlconfig on %s: %d %q, want envoyproxy/ratelimit's configuration", addrs.debug, resp.StatusCode, body)
+	}
 }

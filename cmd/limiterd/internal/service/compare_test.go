@@ -4,10 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -80,36 +76,11 @@ func TestSameAnswersAsEnvoyRatelimit(t *testing.T) {
 // compareRules and returns its gRPC address.
 func startEnvoyRatelimit(t *testing.T, bin string, stop bool) string {
 	t.Helper()
-	root := t.TempDir()
-	cfgDir := filepath.Join(root, "ratelimit", "config")
-	if err := os.MkdirAll(cfgDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	writeFile(t, cfgDir, "cmp.yaml", compareRules)
-	port := func() string { return fmt.Sprint(redistest.FreePort(t)) }
-	grpcPort := port()
-	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(),
-		"USE_STATSD=false", "LOG_LEVEL=warn", "REDIS_SOCKET_TYPE=tcp", "REDIS_URL="+redistest.Addr(),
-		"RUNTIME_ROOT="+root, "RUNTIME_SUBDIRECTORY=ratelimit", "RUNTIME_WATCH_ROOT=false",
-		"HOST=127.0.0.1", "GRPC_HOST=127.0.0.1", "DEBUG_HOST=127.0.0.1",
-		"PORT="+port(), "GRPC_PORT="+grpcPort, "DEBUG_PORT="+port(),
-		"CACHE_KEY_PREFIX=theirs-"+uuid.NewString()+"_",
-		fmt.Sprintf("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=%v", stop))
-	log := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(log.String(), "Listening for gRPC") {
-		if time.Now().After(deadline) {
-			t.Fatalf("envoyproxy/ratelimit did not start: %s", log.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return "127.0.0.1:" + grpcPort
+	return startEnvoyRatelimitWith(t, bin, map[string]string{
+		"USE_STATSD": "false", "REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": redistest.Addr(),
+		"RUNTIME_ROOT": runtimeDir(t, map[string]string{"cmp.yaml": compareRules}), "RUNTIME_SUBDIRECTORY": "ratelimit", "RUNTIME_WATCH_ROOT": "false",
+		"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT": fmt.Sprint(stop),
+	}).grpc
 }
 
 // randomRequest draws a request of one to three descriptors over a few
