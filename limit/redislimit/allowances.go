@@ -1203,6 +1203,7 @@ func (a *allowances) kill() (held int64) {
 		sh.cold.each(func(c *coldLease) bool {
 			_, left := c.end()
 			held += left
+			a.coldLeases.dropped()
 			return true
 		})
 		sh.mu.Unlock()

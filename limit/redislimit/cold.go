@@ -185,13 +185,44 @@ func (a *allowances) coldPolicy(p limit.Policy) *limit.Policy {
 type coldState struct {
 	lease time.Duration
 	max   int64
-	count atomic.Int64
+	count atomic.Int64 // leases held
+	// places is count plus the asks for a lease in flight: the cap (max)
+	// bounds it, so that decisions that ask at once cannot together take
+	// more leases than the cap (take, held, dropped, unasked).
+	places atomic.Int64
 	// slots holds a token per early renewal in flight; Close fills it.
 	slots chan struct{}
 	// policies holds the policies of leases (see coldPolicy); copied on
 	// write under pmu.
 	policies atomic.Pointer[map[limit.Policy]*limit.Policy]
 	pmu      sync.Mutex
+}
+
+// take holds a place for a lease asked for, if fewer than max are held or
+// asked for; the place is the lease's once granted (held) or given up
+// (unasked).
+func (cs *coldState) take() bool {
+	for {
+		n := cs.places.Load()
+		if n >= cs.max {
+			return false
+		}
+		if cs.places.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// held counts a lease granted for an ask that took a place.
+func (cs *coldState) held() { cs.count.Add(1) }
+
+// unasked gives up the place of an ask that brought no lease to keep.
+func (cs *coldState) unasked() { cs.places.Add(-1) }
+
+// dropped counts a lease that left its table.
+func (cs *coldState) dropped() {
+	cs.count.Add(-1)
+	cs.places.Add(-1)
 }
 
 // getOrSpendCold is get and, when the key has no allowance, a spend from
@@ -356,7 +387,7 @@ func (a *allowances) spendColdLocked(ctx context.Context, sh *allowShard, h uint
 	if c != nil {
 		used, left := c.end()
 		sh.cold.del(h, c.rk)
-		a.coldLeases.count.Add(-1)
+		a.coldLeases.dropped()
 		if ns < c.deadline.Load() {
 			ask.seq, ask.used, ask.held = c.seq, used, left
 			ask.spentAt = a.coldSpentAt(c, used)
@@ -364,14 +395,11 @@ func (a *allowances) spendColdLocked(ctx context.Context, sh *allowShard, h uint
 			a.stats.expired.Add(left) // charged at the lease's end
 		}
 	}
-	if want > 0 && (a.coldLeases.count.Load() >= a.coldLeases.max || now.Sub(sh.sweptAt) >= a.coldLeases.lease) {
+	if want > 0 && (a.coldLeases.places.Load() >= a.coldLeases.max || now.Sub(sh.sweptAt) >= a.coldLeases.lease) {
 		// Leases of keys no longer decided are forgotten once a lease
 		// (their deadline passed), so that memory follows the keys decided
 		// within a lease, not every key ever lent.
 		a.sweepCold(sh, now)
-		if a.coldLeases.count.Load() >= a.coldLeases.max {
-			want = 0
-		}
 	}
 	if want > 0 {
 		if ch := sh.asks[rk]; ch != nil {
@@ -379,6 +407,8 @@ func (a *allowances) spendColdLocked(ctx context.Context, sh *allowShard, h uint
 			// one asks for none and, should Redis refuse it (the units on
 			// their way here counted there), spends from that lease.
 			want, ask.wait = 0, ch
+		} else if !a.coldLeases.take() {
+			want = 0 // the store holds, or has asked for, as many as it may
 		} else {
 			if sh.asks == nil {
 				sh.asks = make(map[string]chan struct{})
@@ -467,7 +497,7 @@ func (a *allowances) renewCold(c *coldLease, ask lendAsk) {
 		_, left := c.end()
 		a.stats.expired.Add(left)
 		sh.cold.del(h, c.rk)
-		a.coldLeases.count.Add(-1)
+		a.coldLeases.dropped()
 	case g.granted == 0:
 		// Kept as it was (the key is nearer its limit): spend it out.
 		c.base -= ask.used
@@ -540,7 +570,7 @@ func (a *allowances) sweepCold(sh *allowShard, now time.Time) {
 		}
 		_, left := c.end()
 		a.stats.expired.Add(left)
-		a.coldLeases.count.Add(-1)
+		a.coldLeases.dropped()
 		return true
 	})
 }
@@ -565,6 +595,7 @@ func (a *allowances) endedCold(ask lendAsk, err error) {
 // meanwhile) is given back.
 func (a *allowances) installCold(ctx context.Context, rk string, r limit.Request, dec limit.Decision, g lendGrant, sent time.Time, mine chan struct{}) {
 	if g.granted <= 0 {
+		a.coldLeases.unasked()
 		h := a.hash(rk)
 		sh := a.shardAt(h)
 		sh.mu.Lock()
@@ -586,11 +617,12 @@ func (a *allowances) installCold(ctx context.Context, rk string, r limit.Request
 	if !a.closed.Load() && sh.cold.get(h, rk) == nil && sh.recs[rk] == nil {
 		delete(sh.heat, rk) // decided here from now on, not one-trip
 		sh.cold.put(h, c)
-		a.coldLeases.count.Add(1)
+		a.coldLeases.held()
 		sh.askDone(rk, mine)
 		sh.mu.Unlock()
 		return
 	}
+	a.coldLeases.unasked()
 	sh.askDone(rk, mine)
 	sh.mu.Unlock()
 	_ = a.giveBackCold(context.WithoutCancel(ctx), c, 0, g.granted) // on failure the lease ends in Redis on its own
@@ -647,7 +679,7 @@ func (a *allowances) dropCold(ctx context.Context, rk string) error {
 	}
 	used, left := c.end()
 	sh.cold.del(h, rk)
-	a.coldLeases.count.Add(-1)
+	a.coldLeases.dropped()
 	sh.mu.Unlock()
 	return a.giveBackCold(ctx, c, used, left)
 }
@@ -699,7 +731,7 @@ func (a *allowances) closeOne(ctx context.Context, c *coldLease) error {
 	sh.mu.Lock()
 	if sh.cold.get(h, c.rk) == c {
 		sh.cold.del(h, c.rk)
-		a.coldLeases.count.Add(-1)
+		a.coldLeases.dropped()
 	}
 	sh.mu.Unlock()
 	close(ch)

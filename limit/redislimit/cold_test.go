@@ -17,9 +17,20 @@ import (
 )
 
 // coldStores is leasedStores with cold leases of cold.
+// Once the test is over and each store closed, none holds a lease or a
+// place for one against MaxColdLeases.
 func coldStores(t *testing.T, clock limit.Clock, n int, lease, cold time.Duration) []*redislimit.Store {
 	t.Helper()
-	return storesWith(t, n, redislimit.Options{Clock: clock, LocalAllowance: true, AllowanceLease: lease, ColdLease: cold})
+	stores := storesWith(t, n, redislimit.Options{Clock: clock, LocalAllowance: true, AllowanceLease: lease, ColdLease: cold})
+	t.Cleanup(func() {
+		for i, s := range stores {
+			_ = s.Close(context.Background())
+			if places, held := s.ColdPlacesForTest(); places != 0 || held != 0 {
+				t.Errorf("store %d closed with %d places taken and %d cold leases held", i, places, held)
+			}
+		}
+	})
+	return stores
 }
 
 // oneColdStore is a store on a fake clock with allowances of 1 s and cold

@@ -211,7 +211,7 @@ func (s *Store) EndColdLockedForTest(key string, p limit.Policy) (giveBack func(
 	}
 	used, left := c.end()
 	sh.cold.del(h, rk)
-	a.coldLeases.count.Add(-1)
+	a.coldLeases.dropped()
 	return func(ctx context.Context) error { return a.giveBackCold(ctx, c, used, left) }
 }
 
@@ -232,4 +232,10 @@ func (s *Store) GateForTest(key string, p limit.Policy) (short bool, promised in
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.short, r.promised.Load(), true
+}
+
+// ColdPlacesForTest returns the places counted against MaxColdLeases
+// (leases held and asks in flight) and the leases held.
+func (s *Store) ColdPlacesForTest() (places, held int64) {
+	return s.lent.coldLeases.places.Load(), s.lent.coldLeases.count.Load()
 }

@@ -19,14 +19,12 @@ import (
 
 // TestPromiseMaxColdLeasesDefault: docs/limits.md's "MaxColdLeases caps
 // them (default 262,144)". A store whose options leave MaxColdLeases at
-// zero, deciding 262,144 fresh keys once each (64 callers), holds a cold
-// lease on every one of them; the 1,000 keys decided once it is full take
-// none (their decisions, and the decisions after them, go to Redis), and
-// Redis shows exactly 262,144 states lent. The cap counts the leases
-// held, not those asked for: callers that cross it together each take
-// one (64 callers crossing it held 262,207), so the keys past it come
-// after the store is full. On a Redis of its own, killed with the 263,144
-// keys it leaves; about 5 s, 22 s with -race.
+// zero, deciding 263,144 fresh keys once each with 64 callers that cross
+// the cap together, holds exactly 262,144 cold leases; 1,000 more keys
+// decided once it is full take none (their decisions, and the decisions
+// after them, go to Redis), and Redis shows exactly 262,144 states lent.
+// On a Redis of its own, killed with the keys it leaves; about 5 s, 22 s
+// with -race.
 func TestPromiseMaxColdLeasesDefault(t *testing.T) {
 	redislimit.SkipWithColdLeases(t, "the run without BATCHER_TEST_COLD_LEASE covers it")
 	const bound, beyond = 262_144, 1000
@@ -43,9 +41,9 @@ func TestPromiseMaxColdLeasesDefault(t *testing.T) {
 	t.Cleanup(func() { s.KillForTest(); _ = s.Close(context.Background()) })
 	p := limit.TokenBucket(1000, limit.PerSecond(1000)).Named("tb")
 
-	decideAll(t, s, p, "k", bound)
+	decideAll(t, s, p, "k", bound+beyond)
 	if st := s.AllowanceStats(); st.ColdLeases != bound {
-		t.Fatalf("after %d fresh keys: %d cold leases held (stats %+v), want %d", bound, st.ColdLeases, st, bound)
+		t.Fatalf("after %d fresh keys: %d cold leases held (stats %+v), want %d", bound+beyond, st.ColdLeases, st, bound)
 	}
 	before := s.AllowanceStats()
 	decideAll(t, s, p, "past", beyond)
@@ -111,5 +109,45 @@ func lentStates(t *testing.T, c *redis.Client) int {
 		if cursor = next; cursor == 0 {
 			return n
 		}
+	}
+}
+
+// TestColdLeaseCapWithCallersCrossingIt: 64 callers decide 5,000 fresh
+// keys on a store capped at 1,000 cold leases; the asks in flight count
+// against the cap, so the store ends with exactly 1,000 leases, and Redis
+// with exactly 1,000 states lent. Counting only the leases held, callers
+// that crossed the cap together each took one (1,062 held).
+func TestColdLeaseCapWithCallersCrossingIt(t *testing.T) {
+	const capacity = 1000
+	srv := redistest.StartServer(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), PoolSize: 80})
+	t.Cleanup(func() { c.Close() })
+	s, err := redislimit.New(c, redislimit.Options{Clock: limittest.NewClock(time.Unix(1_700_000_000, 0)),
+		LocalAllowance: true, ColdLease: time.Hour, MaxColdLeases: capacity})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := limit.TokenBucket(1000, limit.PerSecond(1000)).Named("tb")
+	for round := range 3 {
+		decideAll(t, s, p, "r"+strconv.Itoa(round)+"-", 5*capacity)
+		if st := s.AllowanceStats(); st.ColdLeases != capacity {
+			t.Fatalf("round %d: %d cold leases held (stats %+v), want %d", round, st.ColdLeases, st, capacity)
+		}
+		// No ask is in flight once the decisions have returned.
+		if places, held := s.ColdPlacesForTest(); places != held {
+			t.Fatalf("round %d: %d places taken for %d leases held", round, places, held)
+		}
+	}
+	if lent := lentStates(t, c); lent != capacity {
+		t.Fatalf("%d states in Redis lend units, want %d", lent, capacity)
+	}
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if places, held := s.ColdPlacesForTest(); places != 0 || held != 0 {
+		t.Fatalf("after Close: %d places taken, %d leases held; want none", places, held)
+	}
+	if lent := lentStates(t, c); lent != 0 {
+		t.Fatalf("after Close, %d states in Redis lend units, want 0", lent)
 	}
 }

@@ -84,7 +84,9 @@ type Options struct {
 	// the default) or from 1s to 1h. Experimental.
 	ColdLease time.Duration
 	// MaxColdLeases caps the cold leases a store holds at once (about 200
-	// bytes each, with the key). Leases past their end are forgotten as
+	// bytes each, with the key); the asks for a lease in flight count
+	// against it, so that decisions that ask together stay within it too.
+	// Leases past their end are forgotten as
 	// decisions go on: the store keeps them in 256 parts by key, and a
 	// decision that would lend sweeps its key's part when a lease has
 	// passed since that part's last sweep, or when the store is at the cap.
