@@ -196,6 +196,17 @@ func SkipWithColdLeases(t *testing.T, why string) {
 	}
 }
 
+// SkipWithAllowancesForced skips t when the package's tests run with local
+// allowances forced on in every store (BATCHER_TEST_LOCAL_ALLOWANCE), for a
+// long test whose stores set their options themselves, so that the run
+// would repeat the plain run's.
+func SkipWithAllowancesForced(t *testing.T) {
+	t.Helper()
+	if localAllowanceForTests {
+		t.Skip("with BATCHER_TEST_LOCAL_ALLOWANCE: its stores set their own options; the plain run covers it")
+	}
+}
+
 // EndColdLockedForTest ends key's cold lease under p as a decision that
 // found it short does, with the key's shard held by LockShardForTest, and
 // returns the give-back to run once the shard is unlocked (nil when the key

@@ -26,7 +26,7 @@ import (
 // On a Redis of its own, killed with the keys it leaves; about 5 s, 22 s
 // with -race.
 func TestPromiseMaxColdLeasesDefault(t *testing.T) {
-	redislimit.SkipWithColdLeases(t, "the run without BATCHER_TEST_COLD_LEASE covers it")
+	redislimit.SkipWithAllowancesForced(t)
 	const bound, beyond = 262_144, 1000
 	srv := redistest.StartServer(t)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), PoolSize: 80})
