@@ -89,3 +89,80 @@ func BenchmarkColdSpend(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkColdSpendByKeys: what a spend from a cold lease costs beside a
+// decision of the memory store as the keys grow: one store, every key
+// leased (5-min leases, far from their limit), two goroutines deciding keys
+// drawn Zipf(1.1) ahead of time (so that no draw is timed), after 2 M
+// decisions each of warm-up; over 1,000, 10,000 and 100,000 keys.
+//
+//	go test -run '^$' -bench ColdSpendByKeys -benchtime 4000000x ./limit/redislimit/
+func BenchmarkColdSpendByKeys(b *testing.B) {
+	srv := redistest.StartServer(b)
+	p := limit.TokenBucket(1_000_000, limit.PerSecond(1_000_000)).Named("c")
+	for _, n := range []int{1_000, 10_000, 100_000} {
+		keys := make([]string, n)
+		for i := range keys {
+			keys[i] = "k" + strconv.Itoa(i)
+		}
+		var draws [2][]int32
+		for g := range draws {
+			z := rand.NewZipf(rand.New(rand.NewPCG(uint64(g), 7)), 1.1, 1, uint64(n-1))
+			draws[g] = make([]int32, 1<<22)
+			for i := range draws[g] {
+				draws[g][i] = int32(z.Uint64())
+			}
+		}
+		for _, mode := range []string{"cold", "memory"} {
+			b.Run(strconv.Itoa(n)+"/"+mode, func(b *testing.B) {
+				s := coldOrMemory(b, srv.Addr(), mode)
+				for _, k := range keys {
+					if _, err := s.AllowN(context.Background(), k, p, 1); err != nil {
+						b.Fatal(err)
+					}
+				}
+				// run makes n decisions on the keys of draws[g].
+				run := func(g, n int) {
+					d := draws[g]
+					for i := range n {
+						if _, err := s.AllowN(context.Background(), keys[d[i&(len(d)-1)]], p, 1); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				}
+				var wg sync.WaitGroup
+				for g := range draws {
+					wg.Go(func() { run(g, 1<<21) })
+				}
+				wg.Wait()
+				b.ResetTimer()
+				for g := range draws {
+					wg.Go(func() { run(g, b.N/len(draws)) })
+				}
+				wg.Wait()
+			})
+		}
+	}
+}
+
+// coldOrMemory is a memory store, or a Redis store on addr with every
+// decision's key cold-leased (mode "cold").
+func coldOrMemory(b *testing.B, addr, mode string) limit.Store {
+	if mode == "memory" {
+		m, err := limit.NewMemory(limit.MemoryOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return m
+	}
+	c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 80})
+	b.Cleanup(func() { c.Close() })
+	rs, err := redislimit.New(c, redislimit.Options{Prefix: "cb" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":",
+		LocalAllowance: true, ColdLease: 5 * time.Minute})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = rs.Close(context.Background()) })
+	return rs
+}
