@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -228,10 +230,66 @@ func TestEvictConcurrentAccounting(t *testing.T) {
 	before := m.Stats()
 	clock.Advance(time.Hour)
 	dropped := m.Cleanup()
-	if st := m.Stats(); int64(dropped) != before.Keys || st.Keys != 0 || before.Keys > 64+8 {
+	if st := m.Stats(); int64(dropped) != before.Keys || st.Keys != 0 || before.Keys > 64 {
 		t.Fatalf("the store counted %d keys, Cleanup dropped %d, %d left (stats %+v)", before.Keys, dropped, st.Keys, st)
 	}
 	if before.Evicted+before.Cleaned == 0 {
 		t.Fatalf("the test made no room: %+v", before)
+	}
+}
+
+// TestMaxKeysWithKeysAddedTogether: 64 callers add 20,000 fresh keys,
+// every one of them spent (none at rest), to a store of 1,000 keys over
+// 16 shards: the store never counts more than MaxKeys, however many new
+// keys are admitted at once on other shards. With EvictLRU it ends full,
+// 19,000 evictions counted; with RefuseNewKeys exactly 1,000 keys were
+// admitted and the rest refused.
+func TestMaxKeysWithKeysAddedTogether(t *testing.T) {
+	const maxKeys, keys = 1000, 20_000
+	p := limit.TokenBucket(10, limit.PerHour(1)).Named("tb")
+	for _, full := range []limit.FullPolicy{limit.EvictLRU, limit.RefuseNewKeys} {
+		t.Run(strconv.Itoa(int(full)), func(t *testing.T) {
+			m := newMemory(t, limit.MemoryOptions{Shards: 16, MaxKeys: maxKeys, WhenFull: full,
+				Clock: limittest.NewClock(limittest.Epoch)})
+			var next, admitted, refused, most atomic.Int64
+			var wg sync.WaitGroup
+			for range 64 {
+				wg.Go(func() {
+					for i := next.Add(1); i <= keys; i = next.Add(1) {
+						_, err := m.AllowN(context.Background(), "k"+strconv.FormatInt(i, 10), p, 1)
+						switch {
+						case err == nil:
+							admitted.Add(1)
+						case errors.Is(err, limit.ErrTooManyKeys):
+							refused.Add(1)
+						default:
+							t.Error(err)
+							return
+						}
+						for n := m.Stats().Keys; n > most.Load(); {
+							if most.CompareAndSwap(most.Load(), n) {
+								break
+							}
+						}
+					}
+				})
+			}
+			wg.Wait()
+			st := m.Stats()
+			if most.Load() > maxKeys || st.Keys != maxKeys {
+				t.Fatalf("the store counted up to %d keys, %d at the end (stats %+v); want at most and at the end %d",
+					most.Load(), st.Keys, st, maxKeys)
+			}
+			switch full {
+			case limit.EvictLRU:
+				if admitted.Load() != keys || st.Evicted != keys-maxKeys {
+					t.Fatalf("%d keys admitted, %d evicted; want %d, %d", admitted.Load(), st.Evicted, keys, keys-maxKeys)
+				}
+			case limit.RefuseNewKeys:
+				if admitted.Load() != maxKeys || refused.Load() != keys-maxKeys {
+					t.Fatalf("%d keys admitted, %d refused; want %d, %d", admitted.Load(), refused.Load(), maxKeys, keys-maxKeys)
+				}
+			}
+		})
 	}
 }

@@ -19,19 +19,28 @@ const cleanupBatch = 64
 // hold one, the new key's first (makeRoom), so that no key that spent
 // anything goes while a key at rest is held; only then does it evict (the
 // key of a sample that spent least) or refuse. h, the new key's hash,
-// places the samples.
+// places the samples. The key is counted by compare-and-swap below
+// MaxKeys, so that keys admitted at once on other shards never take the
+// store past it: room that another shard's key took first is made again.
 func (m *Memory) admitKey(t *table, sh *shard, h uint64, now int64) error {
 	if m.keys.Load() >= m.maxKeys/2 {
 		m.cleanSample(t, sh, h, now)
 	}
-	if m.keys.Load() >= m.maxKeys && !m.makeRoom(t, sh, now) {
+	for {
+		if n := m.keys.Load(); n < m.maxKeys {
+			if m.keys.CompareAndSwap(n, n+1) {
+				return nil
+			}
+			continue
+		}
+		if m.makeRoom(t, sh, now) {
+			continue
+		}
 		if m.whenFull == RefuseNewKeys || !m.evict(t, sh, h, now) {
 			m.refused.Add(1)
 			return ErrTooManyKeys
 		}
 	}
-	m.keys.Add(1)
-	return nil
 }
 
 // lowerRest lowers the shard's rest bound to r, the rest time of the state
