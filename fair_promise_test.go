@@ -1,0 +1,93 @@
+package batcher_test
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/costwise/batcher"
+)
+
+// costByWatcher counts the cost each watcher's callbacks were given.
+type costByWatcher struct {
+	mu   sync.Mutex
+	cost map[batcher.IWatcher]int
+}
+
+func (c *costByWatcher) watcher() *batcher.Watcher {
+	var w *batcher.Watcher
+	w = batcher.NewWatcher(func(ops []batcher.IOperation) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, op := range ops {
+			c.cost[w] += int(op.Cost())
+		}
+	}).(*batcher.Watcher)
+	return w
+}
+
+func (c *costByWatcher) of(w batcher.IWatcher) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cost[w]
+}
+
+// TestPromiseFairReleaseDefaultsAndLowShare checks, under WithFairRelease
+// with every watcher backlogged, the Watcher table's defaults
+// "WithWeight(w) | 1" and "WithPriority(p) | PriorityHigh", and "Low gets
+// capacity only while no high-priority batch is ready, except for
+// LowPriorityShare, 2 % of the released cost while both classes wait" (the
+// scenario table: high's share 97.8–98.0 %). Watcher a is left at the
+// defaults; b has weight 2 and c weight 1 given explicitly; l is low.
+// Over 3 s at 10,000/s, a and c each get a quarter of high's 98 %, b half,
+// l 2 %. The existing tests (TestFairReleaseWeights,
+// TestFairReleasePriorities) give every watcher its weight and check only
+// that low is not starved and high gets at least 95 %.
+func TestPromiseFairReleaseDefaultsAndLowShare(t *testing.T) {
+	for _, batchable := range []bool{false, true} {
+		t.Run(fmt.Sprintf("batchable %v", batchable), func(t *testing.T) {
+			clk := newTrackedClock()
+			b, _ := startedOn(t, clk, batcher.DefaultBufferSize, func(b *batcher.Batcher) {
+				b.WithRateLimiter(batcher.NewProvisionedResource(10000))
+				b.WithFairRelease()
+			})
+			br := newBarrier(clk, b)
+			got := &costByWatcher{cost: map[batcher.IWatcher]int{}}
+			a := got.watcher()
+			bw := got.watcher().WithWeight(2)
+			c := got.watcher().WithWeight(1)
+			l := got.watcher().WithPriority(batcher.PriorityLow)
+			for _, w := range []*batcher.Watcher{a, bw, c, l} {
+				w.WithMaxBatchSize(10)
+				for i := 0; i < 2000; i++ { // 20,000 cost each: more than 3 s of any share
+					if err := b.Enqueue(batcher.NewOperation(w, 10, i, batchable)); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			// The starting credit went to whichever watcher's operations the
+			// loop took first, alone; the shares count from here.
+			br.sync(t)
+			a0, b0, c0, l0 := got.of(a), got.of(bw), got.of(c), got.of(l)
+			for i := 0; i < 30; i++ {
+				clk.Advance(batcher.DefaultFlushInterval)
+				br.sync(t)
+			}
+			ca, cb, cc, cl := got.of(a)-a0, got.of(bw)-b0, got.of(c)-c0, got.of(l)-l0
+			total := ca + cb + cc + cl
+			t.Logf("released in 3 s: default %d, weight 2 %d, weight 1 %d, low %d (%.2f %%)", ca, cb, cc, cl, 100*float64(cl)/float64(total))
+			if total < 29000 || total > 31000 {
+				t.Fatalf("released %d cost in 3 s at 10,000/s, want 30,000", total)
+			}
+			if r := float64(ca) / float64(cc); r < 0.95 || r > 1.05 {
+				t.Errorf("the default watcher got %d, the one of weight 1 %d: ratio %.3f, want 1 (default weight 1)", ca, cc, r)
+			}
+			if r := float64(cb) / float64(ca); r < 1.9 || r > 2.1 {
+				t.Errorf("weight 2 got %d, the default watcher %d: ratio %.3f, want 2", cb, ca, r)
+			}
+			if share := float64(cl) / float64(total); share < 0.015 || share > 0.025 {
+				t.Errorf("low got %.2f %% of the released cost while high waited, want 2 %% (LowPriorityShare)", 100*share)
+			}
+		})
+	}
+}
