@@ -91,3 +91,60 @@ func TestPromiseFairReleaseDefaultsAndLowShare(t *testing.T) {
 		})
 	}
 }
+
+// TestPromiseWatcherNamesBounded: "WithName(s) | "" | counts its releases
+// under s in Stats().Watchers and the metrics (at most 100 names)", with
+// "the rest under other", and Stats().Classes per class; an unnamed watcher
+// counts only in its class. 150 tenants of one watcher each make 100 names
+// and other; 300 watchers of 3 tenants make 3 names.
+func TestPromiseWatcherNamesBounded(t *testing.T) {
+	cases := []struct {
+		name     string
+		watchers int
+		tenants  int
+		want     int // entries in Stats().Watchers
+	}{
+		{"150 names", 150, 150, 101},
+		{"300 watchers, 3 names", 300, 3, 3},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			b, _, _ := started(t, func(b *batcher.Batcher) { b.WithFairRelease() })
+			c := &collector{}
+			for i := 0; i < tc.watchers; i++ {
+				w := c.watcher().(*batcher.Watcher).WithName(fmt.Sprint("tenant-", i%tc.tenants))
+				if err := b.Enqueue(batcher.NewOperation(w, 2, i, false)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := b.Enqueue(batcher.NewOperation(c.watcher(), 2, "unnamed", false)); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "every operation", func() bool { return c.ops.Load() == int64(tc.watchers+1) })
+			waitFor(t, "the counters", func() bool { return b.Stats().Classes["high"].Operations == uint64(tc.watchers+1) })
+			s := b.Stats()
+			if len(s.Watchers) != tc.want {
+				t.Fatalf("%d entries in Stats().Watchers, want %d", len(s.Watchers), tc.want)
+			}
+			var ops, cost uint64
+			for name, n := range s.Watchers {
+				ops, cost = ops+n.Operations, cost+n.Cost
+				if name == batcher.OtherWatchers {
+					continue
+				}
+				if want := uint64(tc.watchers / tc.tenants); n.Operations != want {
+					t.Errorf("%s: %d operations, want %d", name, n.Operations, want)
+				}
+			}
+			if ops != uint64(tc.watchers) || cost != 2*uint64(tc.watchers) {
+				t.Fatalf("Stats().Watchers adds up to %d operations of cost %d, want the %d named ones of cost %d",
+					ops, cost, tc.watchers, 2*tc.watchers)
+			}
+			if tc.want > 100 {
+				if got := s.Watchers[batcher.OtherWatchers].Operations; got != uint64(tc.watchers-100) {
+					t.Fatalf("%s: %d operations, want the %d of the names past the first 100", batcher.OtherWatchers, got, tc.watchers-100)
+				}
+			}
+		})
+	}
+}
