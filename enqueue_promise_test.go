@@ -134,3 +134,34 @@ func TestPromiseEnqueueContextReturnsCtxErrUnchanged(t *testing.T) {
 		})
 	}
 }
+
+// TestPromiseBufferOfSizeZero: "BufferNotAllocated | a buffer of size 0",
+// from NewBatcherWithBuffer(0) and New(0), for Enqueue and EnqueueContext,
+// with and without WithErrorOnFullBuffer (whose BufferFullError it is not);
+// the refused operation changes nothing.
+func TestPromiseBufferOfSizeZero(t *testing.T) {
+	makers := map[string]func() batcher.IBatcher{
+		"NewBatcherWithBuffer(0)": func() batcher.IBatcher { return batcher.NewBatcherWithBuffer(0) },
+		"New(0)":                  func() batcher.IBatcher { return batcher.New(0) },
+		"NewBatcherWithBuffer(0).WithErrorOnFullBuffer": func() batcher.IBatcher { return batcher.NewBatcherWithBuffer(0).WithErrorOnFullBuffer() },
+	}
+	w := batcher.NewWatcher(func([]batcher.IOperation) {})
+	for name, mk := range makers {
+		t.Run(name, func(t *testing.T) {
+			b := mk()
+			defer b.Stop()
+			for _, enqueue := range []func(op batcher.IOperation) error{
+				b.Enqueue,
+				func(op batcher.IOperation) error { return b.EnqueueContext(context.Background(), op) },
+			} {
+				err := enqueue(batcher.NewOperation(w, 1, nil, true))
+				if !errors.As(err, new(batcher.BufferNotAllocated)) {
+					t.Fatalf("Enqueue into a buffer of size 0: %v, want BufferNotAllocated", err)
+				}
+				if b.OperationsInBuffer() != 0 || b.NeedsCapacity() != 0 {
+					t.Fatalf("the refused operation changed the buffer (%d) or the target (%d)", b.OperationsInBuffer(), b.NeedsCapacity())
+				}
+			}
+		})
+	}
+}
