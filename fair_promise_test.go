@@ -148,3 +148,76 @@ func TestPromiseWatcherNamesBounded(t *testing.T) {
 		})
 	}
 }
+
+// ownWatcher is a watcher type of a user's own: an IWatcher that states its
+// weight, class and name by implementing FairWatcher.
+type ownWatcher struct {
+	batcher.IWatcher
+	weight   uint32
+	priority batcher.Priority
+	name     string
+}
+
+func (w *ownWatcher) Weight() uint32             { return w.weight }
+func (w *ownWatcher) Priority() batcher.Priority { return w.priority }
+func (w *ownWatcher) Name() string               { return w.name }
+
+// plainWatcher is a watcher type of a user's own that does not implement
+// FairWatcher.
+type plainWatcher struct{ batcher.IWatcher }
+
+// TestPromiseOwnWatcherTypesUnderFairRelease: "A watcher type of your own
+// takes part by implementing FairWatcher (Weight, Priority, Name)", and
+// FairWatcher's doc, "A watcher that does not is released with weight 1, in
+// PriorityHigh, without a name". With every watcher backlogged, a FairWatcher
+// of weight 3 gets three times the share of a plain IWatcher and of a
+// *Watcher at the defaults; one that states weight 0 and priority 7
+// (values out of range) is taken as weight 1 and PriorityLow, and gets 2 %.
+func TestPromiseOwnWatcherTypesUnderFairRelease(t *testing.T) {
+	clk := newTrackedClock()
+	b, _ := startedOn(t, clk, batcher.DefaultBufferSize, func(b *batcher.Batcher) {
+		b.WithRateLimiter(batcher.NewProvisionedResource(10000))
+		b.WithFairRelease()
+	})
+	br := newBarrier(clk, b)
+	got := &costByWatcher{cost: map[batcher.IWatcher]int{}}
+	counted := func() batcher.IWatcher { return got.watcher().WithMaxBatchSize(10) }
+	// The inner *Watcher of each keys its released cost.
+	ownInner, plainInner, ref, oddInner := counted(), counted(), counted(), counted()
+	own := &ownWatcher{IWatcher: ownInner, weight: 3, priority: batcher.PriorityHigh, name: "own"}
+	plain := &plainWatcher{IWatcher: plainInner}
+	odd := &ownWatcher{IWatcher: oddInner, weight: 0, priority: batcher.Priority(7), name: "odd"}
+	for _, w := range []batcher.IWatcher{own, plain, ref, odd} {
+		for i := 0; i < 2000; i++ {
+			if err := b.Enqueue(batcher.NewOperation(w, 10, i, false)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	br.sync(t)
+	c0 := map[batcher.IWatcher]int{}
+	for _, w := range []batcher.IWatcher{ownInner, plainInner, ref, oddInner} {
+		c0[w] = got.of(w)
+	}
+	for i := 0; i < 30; i++ {
+		clk.Advance(batcher.DefaultFlushInterval)
+		br.sync(t)
+	}
+	co, cp, cr, cd := got.of(ownInner)-c0[ownInner], got.of(plainInner)-c0[plainInner], got.of(ref)-c0[ref], got.of(oddInner)-c0[oddInner]
+	total := co + cp + cr + cd
+	t.Logf("released in 3 s: FairWatcher of weight 3 %d, plain %d, *Watcher %d, weight 0 priority 7 %d (%.2f %%)",
+		co, cp, cr, cd, 100*float64(cd)/float64(total))
+	if r := float64(cp) / float64(cr); r < 0.95 || r > 1.05 {
+		t.Errorf("a plain IWatcher got %d, a default *Watcher %d: ratio %.3f, want 1 (weight 1, PriorityHigh)", cp, cr, r)
+	}
+	if r := float64(co) / float64(cr); r < 2.85 || r > 3.15 {
+		t.Errorf("a FairWatcher of weight 3 got %d, a default *Watcher %d: ratio %.3f, want 3", co, cr, r)
+	}
+	if share := float64(cd) / float64(total); share < 0.015 || share > 0.025 {
+		t.Errorf("a FairWatcher of priority 7 got %.2f %%, want the low class's 2 %%", 100*share)
+	}
+	s := b.Stats()
+	if len(s.Watchers) != 2 || s.Watchers["own"].Cost == 0 || s.Watchers["odd"].Cost == 0 {
+		t.Errorf("Stats().Watchers = %v, want the names own and odd only", s.Watchers)
+	}
+}
