@@ -399,6 +399,21 @@ func (sh *allowShard) held(rkb []byte) *allowance {
 	return nil
 }
 
+// takePlace counts an allowance about to be made, if fewer than the cap
+// are held: by compare-and-swap, since keys of other shards may be made
+// at the same moment.
+func (a *allowances) takePlace() bool {
+	for {
+		n := a.count.Load()
+		if n >= a.max {
+			return false
+		}
+		if a.count.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
 // getLocked is get with sh.mu held.
 func (a *allowances) getLocked(sh *allowShard, rkb []byte, key string, p limit.Policy) *allowance {
 	if r := sh.recs[string(rkb)]; r != nil {
@@ -414,7 +429,7 @@ func (a *allowances) getLocked(sh *allowShard, rkb []byte, key string, p limit.P
 	rk := string(rkb)
 	now := a.now()
 	h.roll(now.UnixNano() / int64(a.period))
-	if h.streak < warmPeriods || a.count.Load() >= a.max {
+	if h.streak < warmPeriods || !a.takePlace() {
 		sh.heat[rk] = h
 		return nil
 	}
@@ -437,7 +452,6 @@ func (a *allowances) getLocked(sh *allowShard, rkb []byte, key string, p limit.P
 	}
 	sh.recs[rk] = r
 	sh.publish()
-	a.count.Add(1)
 	a.start()
 	return r
 }

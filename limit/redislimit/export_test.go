@@ -250,3 +250,15 @@ func (s *Store) GateForTest(key string, p limit.Policy) (short bool, promised in
 func (s *Store) ColdPlacesForTest() (places, held int64) {
 	return s.lent.coldLeases.places.Load(), s.lent.coldLeases.count.Load()
 }
+
+// AllowancesForTest returns the allowances the store counts against
+// MaxAllowances and those its shards hold.
+func (s *Store) AllowancesForTest() (counted, held int) {
+	for i := range s.lent.shards {
+		sh := &s.lent.shards[i]
+		sh.mu.Lock()
+		held += len(sh.recs)
+		sh.mu.Unlock()
+	}
+	return int(s.lent.count.Load()), held
+}

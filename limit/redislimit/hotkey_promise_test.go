@@ -59,3 +59,29 @@ func TestPromiseHotKeyThreshold(t *testing.T) {
 		})
 	}
 }
+
+// TestPromiseMaxAllowancesWithKeysWarmingTogether: MaxAllowances caps the
+// keys with an allowance at once, also when many keys turn hot together on
+// other shards: 64 callers warm 400 keys in step (4 decisions each in each
+// of 4 periods), and the decisions of the fifth period make the first 8 of
+// them hot and no more.
+func TestPromiseMaxAllowancesWithKeysWarmingTogether(t *testing.T) {
+	redislimit.SkipWithColdLeases(t, "a cold lease decides keys locally before they are hot")
+	const capacity, keys = 8, 400
+	p := limit.TokenBucket(1_000_000, limit.PerSecond(1000)).Named("hot")
+	clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
+	s := storesWith(t, 1, redislimit.Options{Clock: clock, LocalAllowance: true, MaxAllowances: capacity})[0]
+	for period := range 5 {
+		decideAll(t, s, p, "k", keys)
+		decideAll(t, s, p, "k", keys)
+		decideAll(t, s, p, "k", keys)
+		decideAll(t, s, p, "k", keys)
+		if period < 4 {
+			clock.Advance(250 * time.Millisecond)
+		}
+	}
+	settle(t, s)
+	if counted, held := s.AllowancesForTest(); counted != capacity || held != capacity {
+		t.Fatalf("%d allowances held (%d counted), want %d", held, counted, capacity)
+	}
+}
