@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/costwise/batcher"
 )
@@ -219,5 +220,92 @@ func TestPromiseOwnWatcherTypesUnderFairRelease(t *testing.T) {
 	s := b.Stats()
 	if len(s.Watchers) != 2 || s.Watchers["own"].Cost == 0 || s.Watchers["odd"].Cost == 0 {
 		t.Errorf("Stats().Watchers = %v, want the names own and odd only", s.Watchers)
+	}
+}
+
+// TestPromiseFairReleasePieces: "While several watchers are ready, a batch
+// costing more than a sixteenth of a flush interval's worth of capacity is
+// released in pieces of about that cost ...; a lone watcher's batches are not
+// cut into such pieces (a flush may still split one, as in order)." At
+// 10,000/s and a 100-ms flush interval a sixteenth is 62.5: batches of 50
+// operations of cost 10 (500) go whole for a lone watcher (but for the split
+// a flush may make), and in pieces of at most 7 operations (the shortest
+// prefix reaching 62.5) for two backlogged watchers. With a 1-s flush
+// interval (a sixteenth: 625) they are never cut into pieces. The operations
+// are enqueued before Start, so that the loop has taken every watcher's
+// before its first release.
+func TestPromiseFairReleasePieces(t *testing.T) {
+	cases := []struct {
+		flush   time.Duration
+		twoMost int // most operations in one callback while two watchers wait
+	}{
+		{100 * time.Millisecond, 7},
+		{time.Second, 50},
+	}
+	for _, tc := range cases {
+		for _, watchers := range []int{1, 2} {
+			t.Run(fmt.Sprintf("flush %v, %d watchers", tc.flush, watchers), func(t *testing.T) {
+				clk := newTrackedClock()
+				b := batcher.New(batcher.DefaultBufferSize).WithClock(clk)
+				b.WithRateLimiter(batcher.NewProvisionedResource(10000)).WithFlushInterval(tc.flush)
+				b.WithFairRelease()
+				var mu sync.Mutex
+				var sizes []int
+				w := make([]batcher.IWatcher, watchers)
+				for k := range w {
+					w[k] = batcher.NewWatcher(func(ops []batcher.IOperation) {
+						mu.Lock()
+						sizes = append(sizes, len(ops))
+						mu.Unlock()
+					}).WithMaxBatchSize(50)
+					for i := 0; i < 4000; i++ {
+						if err := b.Enqueue(batcher.NewOperation(w[k], 10, i, true)); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+				if err := b.Start(); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(b.Stop)
+				released := func() int {
+					mu.Lock()
+					defer mu.Unlock()
+					n := 0
+					for _, s := range sizes {
+						n += s
+					}
+					return n
+				}
+				// The starting credit's releases, before the clock moves.
+				waitFor(t, "the starting credit's releases", func() bool { return released() >= 100 })
+				for i := 0; i < 4; i++ {
+					clk.Advance(tc.flush)
+					clk.drained(t)
+				}
+				// 4 intervals' worth and the starting one: about 5,000 cost.
+				waitFor(t, "releases", func() bool { return released() >= 450 })
+				mu.Lock()
+				defer mu.Unlock()
+				most, parts := 0, 0
+				for _, s := range sizes {
+					most = max(most, s)
+					if s != 50 {
+						parts++
+					}
+				}
+				if watchers == 2 {
+					if most > tc.twoMost {
+						t.Fatalf("with two watchers backlogged a callback got %d operations (cost %d), want at most %d: %v",
+							most, 10*most, tc.twoMost, sizes)
+					}
+					return
+				}
+				// At most one split per flush, in two parts.
+				if parts > 8 {
+					t.Fatalf("a lone watcher's batches of 50 were released as %v: cut into pieces", sizes)
+				}
+			})
+		}
 	}
 }
