@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/costwise/batcher"
+	"github.com/costwise/batcher/batchertest"
 )
 
 // TestPromiseSettleDebtAtMostAMinute: "After the callback returns, the credit
@@ -67,6 +68,70 @@ func TestPromiseSettleDebtAtMostAMinute(t *testing.T) {
 			}
 			clk.Set(origin.Add(time.Minute + 2*flush))
 			waitFor(t, "the next operation a minute after the settlement", func() bool { return next.ops.Load() == 1 })
+		})
+	}
+}
+
+// TestPromiseTargetFollowsActualCosts: "The target that the batcher asks its
+// rate limiter for (NeedsCapacity) is scaled by the ratio of actual to
+// estimated cost over the last second or so of settled cost
+// (Stats().CostRatio) ... Operations that report nothing are settled at their
+// estimate." Ten operations of cost 10 report 3×, 0.5× or nothing; then 50
+// more of cost 10 are outstanding (their callbacks blocked), and the next
+// capacity request asks for 1,500, 250 or 500.
+func TestPromiseTargetFollowsActualCosts(t *testing.T) {
+	cases := []struct {
+		name   string
+		factor float64 // 0: no report
+		ratio  float64
+		want   uint32
+	}{
+		{"actual 3 times the estimate", 3, 3, 1500},
+		{"actual half the estimate", 0.5, 0.5, 250},
+		{"nothing reported", 0, 1, 500},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := newTrackedClock()
+			lim := batchertest.NewLimiter(1000)
+			b, rec := startedOn(t, clk, 100, func(b *batcher.Batcher) { b.WithRateLimiter(lim) })
+			br := newBarrier(clk, b)
+			reported := &collector{}
+			w := batcher.NewWatcher(func(ops []batcher.IOperation) {
+				for _, op := range ops {
+					if tc.factor > 0 {
+						op.(*batcher.Operation).SetActualCost(uint32(float64(op.Cost()) * tc.factor))
+					}
+				}
+				reported.ops.Add(int64(len(ops)))
+			})
+			for i := 0; i < 10; i++ { // 100: the starting credit at 1,000/s
+				if err := b.Enqueue(batcher.NewOperation(w, 10, i, false)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			waitFor(t, "the reporting operations", func() bool { return reported.ops.Load() == 10 && b.Inflight() == 0 })
+			br.sync(t) // the loop has settled them
+			if got := b.Stats().CostRatio; got != tc.ratio {
+				t.Fatalf("Stats().CostRatio = %v, want %v", got, tc.ratio)
+			}
+			bl := newBlocker(t)
+			for i := 0; i < 50; i++ {
+				if err := b.Enqueue(batcher.NewOperation(bl.w, 10, i, false)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := b.NeedsCapacity(); got != tc.want {
+				t.Fatalf("NeedsCapacity() = %d with 500 of estimated cost outstanding, want %d", got, tc.want)
+			}
+			clk.Advance(batcher.DefaultCapacityInterval)
+			evs, ok := rec.WaitFor(ctxTimeout(t), batcher.RequestEvent, 1)
+			if !ok || evs[0].Val != int(tc.want) {
+				t.Fatalf("request events %+v, want one with val %d", evs, tc.want)
+			}
+			if got := lim.Targets(); len(got) != 1 || got[0] != tc.want {
+				t.Fatalf("GiveMe targets %v, want [%d]", got, tc.want)
+			}
 		})
 	}
 }
