@@ -45,11 +45,12 @@ func TestPromiseSettleDebtAtMostAMinute(t *testing.T) {
 					op.(*batcher.Operation).SetActualCost(math.MaxUint32)
 				}
 				charged.ops.Add(int64(len(ops)))
-			})
-			// The starting credit (one flush interval's worth, 10 in both) pays
-			// for every one of them.
+			}).WithMaxBatchSize(uint32(tc.charged))
+			// One batch, which the starting credit (one flush interval's
+			// worth, 10 in both) pays for; separate operations could see the
+			// first one's report before they go.
 			for i := 0; i < tc.charged; i++ {
-				if err := b.Enqueue(batcher.NewOperation(w, 1, i, false)); err != nil {
+				if err := b.Enqueue(batcher.NewOperation(w, 1, i, true)); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -93,7 +94,7 @@ func TestPromiseTargetFollowsActualCosts(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := newTrackedClock()
-			lim := batchertest.NewLimiter(1000)
+			lim := batchertest.NewLimiter(2000)
 			b, rec := startedOn(t, clk, 100, func(b *batcher.Batcher) { b.WithRateLimiter(lim) })
 			br := newBarrier(clk, b)
 			reported := &collector{}
@@ -104,9 +105,12 @@ func TestPromiseTargetFollowsActualCosts(t *testing.T) {
 					}
 				}
 				reported.ops.Add(int64(len(ops)))
-			})
-			for i := 0; i < 10; i++ { // 100: the starting credit at 1,000/s
-				if err := b.Enqueue(batcher.NewOperation(w, 10, i, false)); err != nil {
+			}).WithMaxBatchSize(10)
+			// One batch of 100, which the starting credit (200 at 2,000/s)
+			// pays for; separate operations could see the first one's
+			// report before they go.
+			for i := 0; i < 10; i++ {
+				if err := b.Enqueue(batcher.NewOperation(w, 10, i, true)); err != nil {
 					t.Fatal(err)
 				}
 			}
