@@ -3,6 +3,7 @@ package adaptive_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -115,4 +116,55 @@ func TestPromiseAdaptiveOverProvisioned(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPromiseAdaptiveLearnsFromBatcherPause: "each 429, reported with
+// limiter.Throttled(retryAfter) or through the batcher's Pause
+// (b.AddListener(limiter.Listener())), multiplies the fraction by 0.9", with
+// a running Batcher on the limiter and Pause called as a user's callback
+// would on a 429; two Pauses within the cooldown are one episode. The
+// existing test calls the listener by hand.
+func TestPromiseAdaptiveLearnsFromBatcherPause(t *testing.T) {
+	clk := batchertest.NewFakeClock(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
+	l := adaptive.New(batcher.NewProvisionedResource(10000)).WithClock(clk)
+	ctx := context.Background()
+	if err := l.Provision(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer l.Stop()
+	b := batcher.New(100).WithClock(clk)
+	b.WithRateLimiter(l)
+	b.AddListener(l.Listener())
+	rec := batchertest.NewRecorder()
+	b.AddListener(rec.Listener())
+	if err := b.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer b.Stop()
+	wait := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+		}
+	}
+	pauses := 0
+	pause := func(want uint32) {
+		t.Helper()
+		b.Pause()
+		pauses++
+		wait("the pause event", func() bool { return rec.Count(batcher.PauseEvent) == pauses })
+		wait(fmt.Sprintf("the capacity %d after Pause %d", want, pauses), func() bool { return l.Capacity() == want })
+	}
+	pause(9000)
+	clk.Advance(500 * time.Millisecond)
+	pause(9000) // within the cooldown: the same episode
+	clk.Advance(time.Second)
+	// A new episode at 1.5 s: after the cooldown (to 1 s) the fraction
+	// regained 2 steps of 0.25 %, 9,050, then × 0.9.
+	pause(8145)
 }
