@@ -368,6 +368,10 @@ func (l *loop) audit() {
 func (l *loop) applyPauses() {
 	n := l.b.pauses.Swap(0)
 	for i := int32(0); i < n; i++ {
+		// A pause whose time has come ended then, even if its timer is
+		// still pending behind this Pause: end it first, so that the
+		// Pause counts from that resume and the events keep their order.
+		l.resume()
 		now := l.clock.Now()
 		before := l.pause.until
 		length, extended := l.pause.pause(now)
