@@ -400,15 +400,19 @@ func (sh *allowShard) held(rkb []byte) *allowance {
 }
 
 // takePlace counts an allowance about to be made, if fewer than the cap
-// are held: by compare-and-swap, since keys of other shards may be made
-// at the same moment.
-func (a *allowances) takePlace() bool {
+// are held.
+func (a *allowances) takePlace() bool { return addBelow(&a.count, a.max) }
+
+// addBelow adds one to n if n is below max, and reports whether it did: by
+// compare-and-swap, so that callers on keys of different shards, each
+// under its own shard's lock, never take n past max together.
+func addBelow(n *atomic.Int64, max int64) bool {
 	for {
-		n := a.count.Load()
-		if n >= a.max {
+		v := n.Load()
+		if v >= max {
 			return false
 		}
-		if a.count.CompareAndSwap(n, n+1) {
+		if n.CompareAndSwap(v, v+1) {
 			return true
 		}
 	}

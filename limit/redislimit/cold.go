@@ -201,17 +201,7 @@ type coldState struct {
 // take holds a place for a lease asked for, if fewer than max are held or
 // asked for; the place is the lease's once granted (held) or given up
 // (unasked).
-func (cs *coldState) take() bool {
-	for {
-		n := cs.places.Load()
-		if n >= cs.max {
-			return false
-		}
-		if cs.places.CompareAndSwap(n, n+1) {
-			return true
-		}
-	}
-}
+func (cs *coldState) take() bool { return addBelow(&cs.places, cs.max) }
 
 // held counts a lease granted for an ask that took a place.
 func (cs *coldState) held() { cs.count.Add(1) }

@@ -32,24 +32,7 @@ func BenchmarkColdSpend(b *testing.B) {
 	}
 	for _, mode := range []string{"cold", "memory"} {
 		b.Run(mode, func(b *testing.B) {
-			var s limit.Store
-			if mode == "memory" {
-				m, err := limit.NewMemory(limit.MemoryOptions{})
-				if err != nil {
-					b.Fatal(err)
-				}
-				s = m
-			} else {
-				c := redis.NewClient(&redis.Options{Addr: srv.Addr(), PoolSize: 80})
-				b.Cleanup(func() { c.Close() })
-				rs, err := redislimit.New(c, redislimit.Options{Prefix: "cs" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":",
-					LocalAllowance: true, ColdLease: 30 * time.Second})
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.Cleanup(func() { _ = rs.Close(context.Background()) })
-				s = rs
-			}
+			s := coldOrMemory(b, srv.Addr(), mode, 30*time.Second)
 			for _, k := range keys {
 				if _, err := s.AllowN(context.Background(), k, p, 1); err != nil {
 					b.Fatal(err)
@@ -115,7 +98,7 @@ func BenchmarkColdSpendByKeys(b *testing.B) {
 		}
 		for _, mode := range []string{"cold", "memory"} {
 			b.Run(strconv.Itoa(n)+"/"+mode, func(b *testing.B) {
-				s := coldOrMemory(b, srv.Addr(), mode)
+				s := coldOrMemory(b, srv.Addr(), mode, 5*time.Minute)
 				for _, k := range keys {
 					if _, err := s.AllowN(context.Background(), k, p, 1); err != nil {
 						b.Fatal(err)
@@ -147,8 +130,8 @@ func BenchmarkColdSpendByKeys(b *testing.B) {
 }
 
 // coldOrMemory is a memory store, or a Redis store on addr with every
-// decision's key cold-leased (mode "cold").
-func coldOrMemory(b *testing.B, addr, mode string) limit.Store {
+// decision's key leased cold for lease (mode "cold").
+func coldOrMemory(b *testing.B, addr, mode string, lease time.Duration) limit.Store {
 	if mode == "memory" {
 		m, err := limit.NewMemory(limit.MemoryOptions{})
 		if err != nil {
@@ -159,7 +142,7 @@ func coldOrMemory(b *testing.B, addr, mode string) limit.Store {
 	c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 80})
 	b.Cleanup(func() { c.Close() })
 	rs, err := redislimit.New(c, redislimit.Options{Prefix: "cb" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":",
-		LocalAllowance: true, ColdLease: 5 * time.Minute})
+		LocalAllowance: true, ColdLease: lease})
 	if err != nil {
 		b.Fatal(err)
 	}
