@@ -25,21 +25,8 @@ type rawH2 struct {
 // server's SETTINGS.
 func dialH2(t *testing.T, addr string) *rawH2 {
 	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
-	if _, err := io.WriteString(c, http2.ClientPreface); err != nil {
-		t.Fatal(err)
-	}
-	fr := http2.NewFramer(c, c)
-	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	if err := fr.WriteSettings(); err != nil {
-		t.Fatal(err)
-	}
-	h := &rawH2{t: t, c: c, fr: fr, settings: map[http2.SettingID]uint32{}}
+	h := openH2(t, addr)
+	fr := h.fr
 	for {
 		f, err := fr.ReadFrame()
 		if err != nil {
@@ -53,6 +40,28 @@ func dialH2(t *testing.T, addr string) *rawH2 {
 			return h
 		}
 	}
+}
+
+// openH2 connects to addr, sends the preface and a SETTINGS frame of
+// settings, and returns the connection before any frame is read.
+func openH2(t *testing.T, addr string, settings ...http2.Setting) *rawH2 {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := io.WriteString(c, http2.ClientPreface); err != nil {
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(c, c)
+	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	if err := fr.WriteSettings(settings...); err != nil {
+		t.Fatal(err)
+	}
+	h := &rawH2{t: t, c: c, fr: fr, settings: map[http2.SettingID]uint32{}}
+	return h
 }
 
 // headers sends the HEADERS of a call to ratelimiter.v1's Allow on stream

@@ -1,13 +1,10 @@
 package service
 
 import (
-	"io"
-	"net"
 	"testing"
 	"time"
 
 	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
 )
 
 // TestPromiseLeanWriteTimeoutDefault: docs/limiterd.md's "gRPC write
@@ -54,21 +51,8 @@ func TestPromiseLeanWriteTimeoutDefault(t *testing.T) {
 // acknowledging the server's ack of them.
 func dialH2Settings(t *testing.T, addr string, settings ...http2.Setting) *rawH2 {
 	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
-	if _, err := io.WriteString(c, http2.ClientPreface); err != nil {
-		t.Fatal(err)
-	}
-	fr := http2.NewFramer(c, c)
-	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	if err := fr.WriteSettings(settings...); err != nil {
-		t.Fatal(err)
-	}
-	h := &rawH2{t: t, c: c, fr: fr, settings: map[http2.SettingID]uint32{}}
+	h := openH2(t, addr, settings...)
+	fr := h.fr
 	for acked, got := false, false; !acked || !got; {
 		f, err := fr.ReadFrame()
 		if err != nil {
