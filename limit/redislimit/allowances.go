@@ -70,7 +70,9 @@ type counters struct {
 }
 
 // AllowanceStats returns the store's counts (see AllowanceStats). Without
-// LocalAllowance only Remote and Commands move.
+// LocalAllowance only Remote and Commands move. With cold leases it reads
+// each lease held (their decisions are counted on the lease, see
+// coldLease.spends).
 func (s *Store) AllowanceStats() AllowanceStats {
 	c := &s.stats
 	st := AllowanceStats{Lent: c.lent.Load(), Returned: c.returned.Load(), Expired: c.expired.Load(),
@@ -80,12 +82,41 @@ func (s *Store) AllowanceStats() AllowanceStats {
 	if s.lent != nil {
 		for i := range s.lent.shards {
 			sh := &s.lent.shards[i]
-			cold := sh.coldLocal.Load()
+			cold := sh.coldCounted()
 			st.Local += sh.local.Load() + cold
 			st.ColdLocal += cold
 		}
 	}
 	return st
+}
+
+// coldCounted is the decisions sh's cold leases answered: those of the
+// leases it holds and of those that ended. It reads the leases without the
+// shard's lock, which a stats reader should not wait for nor hold, and
+// reads again when a lease's count moved to the shard's meanwhile (the
+// shard's count only grows, and moves with every such lease that counted
+// a decision), taking the lock only if that keeps happening.
+func (sh *allowShard) coldCounted() int64 {
+	sum := func() int64 {
+		var n int64
+		s := sh.cold.slots()
+		for i := range s {
+			if c := s[i].c.Load(); c != nil {
+				n += max(c.spends.Load(), 0)
+			}
+		}
+		return n
+	}
+	for range 64 {
+		before := sh.coldLocal.Load()
+		n := sum()
+		if sh.coldLocal.Load() == before {
+			return before + n
+		}
+	}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return sh.coldLocal.Load() + sum()
 }
 
 // coldLeases is how many cold leases s holds now.
@@ -107,6 +138,7 @@ type allowances struct {
 	max    int64
 
 	anchor     time.Time    // see now
+	grain      int64        // ns: the spends' dates are kept to it (spendFrom)
 	seed       maphash.Seed // picks the shards
 	count      atomic.Int64 // records
 	coldLeases coldState    // lease 0: none
@@ -145,10 +177,10 @@ type allowShard struct {
 	cold coldTable // cold leases (Options.ColdLease), by Redis key
 	_    [64 - (8+24)%64]byte
 
-	// local and coldLocal are the decisions the shard's allowances and
-	// cold leases answered, counted apart from the other shards' so that
-	// decisions on different keys write no common line
-	// (AllowanceStats.Local and ColdLocal).
+	// local is the decisions the shard's allowances answered, counted
+	// apart from the other shards' so that decisions on different keys
+	// write no common line (AllowanceStats.Local); coldLocal those of the
+	// cold leases that ended (coldLease.spends has the others').
 	local, coldLocal atomic.Int64
 	_                [48]byte
 }
@@ -274,13 +306,22 @@ func storeMax(x *atomic.Int64, v int64) {
 
 // spend takes cost from r's remainder at ns, if it holds that much, and
 // returns what is left.
-func (r *allowance) spend(ns, cost int64) (left int64, ok bool) {
-	return spendFrom(&r.avail, &r.lastSpend, ns, cost)
+func (r *allowance) spend(ns, grain, cost int64) (left int64, ok bool) {
+	return spendFrom(&r.avail, &r.lastSpend, ns, grain, cost)
 }
+
+// spendGrain is how far ahead of a spend its date may be put, so that the
+// spends within it write no date: a report is charged as of its date, and
+// the scripts charge one dated ahead of their time as of that time
+// (allow.lua, allowance.lua), so that the date errs only late, which
+// charges more, never less, and by a grain at most.
+const spendGrain = time.Millisecond
 
 // spendFrom takes cost from the remainder avail at ns, if it holds that
 // much, with lastSpend made at least ns first, and returns what is left.
-func spendFrom(avail, lastSpend *atomic.Int64, ns, cost int64) (left int64, ok bool) {
+// A lastSpend below ns is made ns + grain: the spends up to that time
+// leave it as it is.
+func spendFrom(avail, lastSpend *atomic.Int64, ns, grain, cost int64) (left int64, ok bool) {
 	for {
 		v := avail.Load()
 		if v < cost {
@@ -288,7 +329,9 @@ func spendFrom(avail, lastSpend *atomic.Int64, ns, cost int64) (left int64, ok b
 		}
 		// Dated first: a report that counts the spend is never dated
 		// before it.
-		storeMax(lastSpend, ns)
+		if ns > lastSpend.Load() {
+			storeMax(lastSpend, ns+grain)
+		}
 		if avail.CompareAndSwap(v, v-cost) {
 			return v - cost, true
 		}
@@ -321,6 +364,11 @@ func newAllowances(s *Store, lease time.Duration, max int) *allowances {
 	a := &allowances{s: s, stats: &s.stats, holder: base32.HexEncoding.WithPadding(base32.NoPadding).EncodeToString(id[:]),
 		lease: lease, period: lease / 2, max: int64(max), nudge: make(chan *allowance, nudgeQueue),
 		stop: make(chan struct{}), anchor: time.Now(), seed: maphash.MakeSeed()}
+	if s.clock == nil {
+		// With Options.Clock the scripts decide at the clock's µs, and the
+		// tests that set one count on spends dated as they were made.
+		a.grain = int64(spendGrain)
+	}
 	for i := range a.shards {
 		a.shards[i].recs = map[string]*allowance{}
 		a.shards[i].heat = map[string]heat{}
@@ -557,7 +605,7 @@ func (a *allowances) decide(ctx context.Context, r *allowance, p limit.Policy, c
 		storeMax(&r.lastUse, ns)
 		a.expire(r, now)
 		if ns < r.deadline.Load() {
-			if left, ok := r.spend(ns, cost); ok {
+			if left, ok := r.spend(ns, a.grain, cost); ok {
 				return a.spent(r, cost, left), true
 			}
 		}
@@ -640,7 +688,7 @@ func (a *allowances) decideFast(r *allowance, now time.Time, cost int64) (dec li
 		r.lastUse.Store(ns)
 	}
 	if ns < r.deadline.Load() {
-		if left, ok := r.spend(ns, cost); ok {
+		if left, ok := r.spend(ns, a.grain, cost); ok {
 			return a.spent(r, cost, left), true
 		}
 	}
@@ -1219,7 +1267,7 @@ func (a *allowances) kill() (held int64) {
 		clear(sh.recs)
 		sh.publish()
 		sh.cold.each(func(c *coldLease) bool {
-			_, left := c.end()
+			_, left := c.end(sh)
 			held += left
 			a.coldLeases.dropped()
 			return true

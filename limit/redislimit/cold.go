@@ -81,42 +81,64 @@ type lendGrant struct {
 // A store may hold hundreds of thousands, far more than the caches do, so
 // a decision's cost is mostly the cache lines it loads: a lease is three
 // lines, 64-byte aligned (its size class is a multiple of 64), and a spend
-// reads the first two only: the Redis key and its length (the table
-// compares them; most keys fit in kb) and the fields a spend reads and
-// writes.
+// reads the first two only: the first holds what a spend reads and does
+// not write (the Redis key and its length, which the table compares, most
+// keys fitting in kb, and the policy), the second all that it writes (the
+// remainder, the latest spend's time, the decisions counted) and what the
+// decision reports.
 type coldLease struct {
-	kb       [coldKeyBytes]byte // rk when it fits
-	kn       uint8              // rk's length plus one when it is in kb, else 0
-	renewing chan struct{}      // closed once the early renewal in flight is answered
-	closing  chan struct{}      // closed once Close has given the lease back
+	kb      [coldKeyBytes]byte // rk when it fits
+	kn      uint8              // rk's length plus one when it is in kb, else 0
+	p       *limit.Policy      // shared by the leases of equal policies
+	closing chan struct{}      // closed once Close has given the lease back
 
 	avail     atomic.Int64 // units left to spend; coldEnded once ended
 	deadline  atomic.Int64 // local Unix ns; nothing is spent at or after it
 	lastSpend atomic.Int64 // local Unix ns, at or after every spend
 	granted   atomic.Int64 // avail as of the last grant
 	srvRemain atomic.Int64
-	reset     atomic.Int64  // a time.Duration
-	renewAt   atomic.Int64  // local Unix ns; no early renewal before it
-	p         *limit.Policy // shared by the leases of equal policies
+	reset     atomic.Int64 // a time.Duration
+	renewAt   atomic.Int64 // local Unix ns; no early renewal before it
+	// spends counts the decisions answered from the lease, for
+	// AllowanceStats.ColdLocal, on the line a spend writes anyway: end
+	// moves the count to the shard's and leaves coldCounted, so that a
+	// decision that counts after sees it and counts at the shard.
+	spends atomic.Int64
 
-	base    int64 // avail and the spends not yet reported
-	seq     int64
-	sent    int64 // local Unix ns the granting call was sent
-	server  int64 // the server's µs of that call
-	rk, key string
+	base       int64 // avail and the spends not yet reported
+	seq        int64
+	sent       int64 // local Unix ns the granting call was sent
+	server     int64 // the server's µs of that call
+	rk         string
+	renewing   chan struct{} // closed once the early renewal in flight is answered
+	koff, klen uint32        // the Request key: rk[koff:koff+klen] (keyAt)
+}
+
+// coldCounted is the decision count of an ended lease: far below any count.
+const coldCounted = math.MinInt64 / 2
+
+// key is the Request key of c's decisions.
+func (c *coldLease) key() string { return c.rk[c.koff : c.koff+c.klen] }
+
+// counted counts a decision answered from c, at sh once c has ended.
+func (c *coldLease) counted(sh *allowShard) {
+	if c.spends.Add(1) < 0 {
+		sh.coldLocal.Add(1)
+	}
 }
 
 // coldEnded is an ended lease's remainder: below any cost.
 const coldEnded = math.MinInt64 / 2
 
-// end takes c's remainder (its shard locked), so that no decision spends
-// from it any more, and returns its spends not yet reported and what was
-// left; both 0 if it had ended.
-func (c *coldLease) end() (used, left int64) {
+// end takes c's remainder (its shard sh locked), so that no decision
+// spends from it any more, moves its decision count to sh's, and returns
+// its spends not yet reported and what was left; both 0 if it had ended.
+func (c *coldLease) end(sh *allowShard) (used, left int64) {
 	left = c.avail.Swap(coldEnded)
 	if left < 0 {
 		return 0, 0
 	}
+	sh.coldLocal.Add(c.spends.Swap(coldCounted))
 	used = c.base - left
 	c.base = 0
 	return used, left
@@ -127,11 +149,11 @@ func (c *coldLease) ended() bool { return c.avail.Load() < 0 }
 
 // spend takes cost from c at ns, if c has the units and the time under p,
 // and returns what is left. It takes no lock.
-func (c *coldLease) spend(p limit.Policy, ns, cost int64) (left int64, ok bool) {
+func (c *coldLease) spend(p limit.Policy, ns, grain, cost int64) (left int64, ok bool) {
 	if ns >= c.deadline.Load() || *c.p != p {
 		return 0, false
 	}
-	return spendFrom(&c.avail, &c.lastSpend, ns, cost)
+	return spendFrom(&c.avail, &c.lastSpend, ns, grain, cost)
 }
 
 // coldKeyBytes is the longest Redis key a cold lease holds within itself.
@@ -144,11 +166,8 @@ var _ [0]struct{} = [unsafe.Sizeof(coldLease{}) % 64]struct{}{}
 // key key under p, with rk, and key within it, in the lease itself when
 // they fit.
 func (a *allowances) newColdLease(rk, key string, p limit.Policy) *coldLease {
-	c := &coldLease{p: a.coldPolicy(p), key: key}
+	c := &coldLease{p: a.coldPolicy(p), koff: uint32(a.s.keyAt(key)), klen: uint32(len(key))}
 	c.setKey(rk)
-	if i := strings.Index(c.rk, key); i >= 0 {
-		c.key = c.rk[i : i+len(key)] // rk holds the key (see appendKey)
-	}
 	return c
 }
 
@@ -220,16 +239,17 @@ func (cs *coldState) dropped() {
 // time, else spendColdLocked, under one hold of the shard's lock. A key
 // with a cold lease has neither an allowance nor heat (a lease is kept
 // only for a key without an allowance, and its decisions do not warm it),
-// so its decision looks up the lease alone.
+// so its decision looks up the lease alone, and first: a spend from it
+// reads no line of the shard's allowances.
 func (a *allowances) getOrSpendCold(ctx context.Context, rkb []byte, key string, p limit.Policy, cost int64) (r *allowance, dec limit.Decision, ok bool, ask lendAsk) {
 	h := maphash.Bytes(a.seed, rkb)
 	sh := a.shardAt(h)
-	if r := sh.held(rkb); r != nil {
-		return r, dec, false, ask
-	}
 	rk := unsafe.String(&rkb[0], len(rkb)) // for lookups only: rkb is the caller's buffer
 	if dec, ok := a.spendColdFast(sh, h, rk, p, cost); ok {
 		return nil, dec, true, ask // most decisions on a leased key
+	}
+	if r := sh.held(rkb); r != nil {
+		return r, dec, false, ask
 	}
 	sh.mu.Lock()
 	c := sh.cold.get(h, rk)
@@ -252,7 +272,7 @@ func (a *allowances) spendColdFast(sh *allowShard, h uint64, rk string, p limit.
 	}
 	now := a.now()
 	ns := now.UnixNano()
-	left, ok := c.spend(p, ns, cost)
+	left, ok := c.spend(p, ns, a.grain, cost)
 	if !ok {
 		return limit.Decision{}, false
 	}
@@ -287,7 +307,7 @@ func (a *allowances) spendAfterAsk(ctx context.Context, rk string, p limit.Polic
 // Remaining counts them, and ResetAfter (the state's, which counts every
 // unit lent as spent) does not.
 func (a *allowances) spentCold(sh *allowShard, c *coldLease, p limit.Policy, left int64) limit.Decision {
-	sh.coldLocal.Add(1)
+	c.counted(sh)
 	return limit.Decision{Allowed: true, Limit: p.Limit, Remaining: left + c.srvRemain.Load(),
 		ResetAfter: unheld(p, time.Duration(c.reset.Load()), left), Policy: p.Name}
 }
@@ -355,7 +375,7 @@ func (a *allowances) spendColdLocked(ctx context.Context, sh *allowShard, h uint
 		return limit.Decision{}, false, lendAsk{}
 	}
 	if c != nil {
-		if left, ok := c.spend(p, ns, cost); ok {
+		if left, ok := c.spend(p, ns, a.grain, cost); ok {
 			dec = a.spentCold(sh, c, p, left)
 			if ask, start := a.renewColdEarly(c, now); start {
 				unlocked = true
@@ -375,7 +395,7 @@ func (a *allowances) spendColdLocked(ctx context.Context, sh *allowShard, h uint
 		want = 0 // a query lends nothing (and so writes no state of its own)
 	}
 	if c != nil {
-		used, left := c.end()
+		used, left := c.end(sh)
 		sh.cold.del(h, c.rk)
 		a.coldLeases.dropped()
 		if ns < c.deadline.Load() {
@@ -463,7 +483,7 @@ func (a *allowances) renewCold(c *coldLease, ask lendAsk) {
 	defer func() { <-a.coldLeases.slots }()
 	sent := a.now()
 	ctx, cancel := context.WithTimeout(context.Background(), max(a.period, time.Second))
-	dec, g, err := a.s.allowFast(ctx, limit.Request{Key: c.key, Policy: *c.p}, ask)
+	dec, g, err := a.s.allowFast(ctx, limit.Request{Key: c.key(), Policy: *c.p}, ask)
 	cancel()
 	a.stats.coldRenewals.Add(1)
 	h := a.hash(c.rk)
@@ -484,7 +504,7 @@ func (a *allowances) renewCold(c *coldLease, ask lendAsk) {
 		// this one was applied: a loss, never an over-admission).
 		c.renewAt.Store(sent.Add(a.coldLeases.lease / 16).UnixNano())
 	case g.seq == 0:
-		_, left := c.end()
+		_, left := c.end(sh)
 		a.stats.expired.Add(left)
 		sh.cold.del(h, c.rk)
 		a.coldLeases.dropped()
@@ -558,7 +578,7 @@ func (a *allowances) sweepCold(sh *allowShard, now time.Time) {
 		if ns < c.deadline.Load() {
 			return false
 		}
-		_, left := c.end()
+		_, left := c.end(sh)
 		a.stats.expired.Add(left)
 		a.coldLeases.dropped()
 		return true
@@ -640,7 +660,7 @@ func (a *allowances) giveBackCold(ctx context.Context, c *coldLease, used, held 
 	ctx, cancel := context.WithTimeout(ctx, max(a.period, time.Second))
 	defer cancel()
 	ask := lendAsk{seq: c.seq, used: used, spentAt: spentAt, held: held}
-	_, _, err := a.s.allowFast(ctx, limit.Request{Key: c.key, Policy: *c.p}, ask)
+	_, _, err := a.s.allowFast(ctx, limit.Request{Key: c.key(), Policy: *c.p}, ask)
 	a.endedCold(ask, err)
 	return err
 }
@@ -667,7 +687,7 @@ func (a *allowances) dropCold(ctx context.Context, rk string) error {
 		sh.mu.Unlock()
 		return nil
 	}
-	used, left := c.end()
+	used, left := c.end(sh)
 	sh.cold.del(h, rk)
 	a.coldLeases.dropped()
 	sh.mu.Unlock()
@@ -715,7 +735,7 @@ func (a *allowances) closeOne(ctx context.Context, c *coldLease) error {
 	ch := make(chan struct{})
 	c.closing = ch
 	c.renewAt.Store(math.MaxInt64)
-	used, held := c.end()
+	used, held := c.end(sh)
 	sh.mu.Unlock()
 	err := a.giveBackCold(ctx, c, used, held)
 	sh.mu.Lock()

@@ -892,3 +892,44 @@ func TestColdLeaseEndedBeforeItsRenewal(t *testing.T) {
 		})
 	}
 }
+
+// TestColdLeaseOfEveryKeyForm: a cold lease gives its units back, at Close,
+// on the key its decisions were made on, in each form a Redis key takes
+// (a hash tag of the key's own, none, one added for an empty key or one
+// that opens with a brace or a backslash, and a Redis key longer than a
+// lease holds within itself); its decisions stay counted once it has ended.
+func TestColdLeaseOfEveryKeyForm(t *testing.T) {
+	keys := []string{"plain", "{tag}rest", "a{b}c", "}lead", `\lead`, "", strings.Repeat("long", 20)}
+	for _, p := range unrefilled(1000) {
+		t.Run(p.Name, func(t *testing.T) {
+			clock, s := oneColdStore(t)
+			plain := plainStore(t, clock, s)
+			ctx := context.Background()
+			for _, k := range keys {
+				for i := range 4 {
+					if d, err := s.AllowN(ctx, k, p, 1); err != nil || !d.Allowed {
+						t.Fatalf("key %q, decision %d: %+v, %v", k, i, d, err)
+					}
+				}
+			}
+			if st := s.AllowanceStats(); st.ColdLeases != int64(len(keys)) || st.ColdLocal != int64(3*len(keys)) {
+				t.Fatalf("stats %+v: want %d cold leases and %d decisions from them", st, len(keys), 3*len(keys))
+			}
+			if err := s.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range keys {
+				d, err := plain.AllowN(ctx, k, p, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d.Remaining != p.Limit-4 {
+					t.Errorf("key %q: %d free after 4 decisions and Close, want %d", k, d.Remaining, p.Limit-4)
+				}
+			}
+			if st := s.AllowanceStats(); st.ColdLeases != 0 || st.ColdLocal != int64(3*len(keys)) {
+				t.Errorf("stats after Close %+v: want no cold lease and %d decisions from them", st, 3*len(keys))
+			}
+		})
+	}
+}

@@ -220,7 +220,7 @@ func (s *Store) EndColdLockedForTest(key string, p limit.Policy) (giveBack func(
 	if c == nil {
 		return nil
 	}
-	used, left := c.end()
+	used, left := c.end(sh)
 	sh.cold.del(h, rk)
 	a.coldLeases.dropped()
 	return func(ctx context.Context) error { return a.giveBackCold(ctx, c, used, left) }

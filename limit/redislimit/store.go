@@ -210,6 +210,17 @@ func (s *Store) appendKey(b []byte, key string, p limit.Policy) []byte {
 	return append(b, algCode(p.Algorithm)...)
 }
 
+// keyAt is where appendKey puts key, as it is, in the Redis key it builds.
+func (s *Store) keyAt(key string) int {
+	switch {
+	case hasTag(key):
+		return len(s.prefix)
+	case key == "" || key[0] == '}' || key[0] == '\\':
+		return len(s.prefix) + len("{\\") + 16 + len("}")
+	}
+	return len(s.prefix) + len("{")
+}
+
 // algCode is the short name of alg in keys.
 func algCode(alg limit.Algorithm) string {
 	switch alg {
@@ -382,8 +393,6 @@ func parseInts(res string, v []int64) (string, error) {
 // On a single server, the calls of the token bucket, GCRA and fixed window
 // made while others wait for the server share that round trip.
 func (s *Store) AllowN(ctx context.Context, key string, p limit.Policy, cost int64) (limit.Decision, error) {
-	var buf [1]limit.Decision
-	reqs := [1]limit.Request{{Key: key, Policy: p, Cost: cost}}
 	var rk string
 	var ask lendAsk
 	// The policy is validated where a record or lease would be made of it
@@ -409,6 +418,9 @@ func (s *Store) AllowN(ctx context.Context, key string, p limit.Policy, cost int
 		}
 		rk = string(rkb)
 	}
+	// Built past the decisions answered here, which need neither.
+	var buf [1]limit.Decision
+	reqs := [1]limit.Request{{Key: key, Policy: p, Cost: cost}}
 	s.stats.remote.Add(1)
 	var dec limit.Decision
 	var err error
