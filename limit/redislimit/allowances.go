@@ -93,9 +93,9 @@ func (s *Store) AllowanceStats() AllowanceStats {
 // coldCounted is the decisions sh's cold leases answered: those of the
 // leases it holds and of those that ended. It reads the leases without the
 // shard's lock, which a stats reader should not wait for nor hold, and
-// reads again when a lease's count moved to the shard's meanwhile (the
-// shard's count only grows, and moves with every such lease that counted
-// a decision), taking the lock only if that keeps happening.
+// reads again when a lease's count moved to the shard's meanwhile (moving)
+// or a decision was counted at the shard (the shard's count only grows),
+// taking the lock only if that keeps happening.
 func (sh *allowShard) coldCounted() int64 {
 	sum := func() int64 {
 		var n int64
@@ -108,9 +108,10 @@ func (sh *allowShard) coldCounted() int64 {
 		return n
 	}
 	for range 64 {
+		m := sh.moving.Load()
 		before := sh.coldLocal.Load()
 		n := sum()
-		if sh.coldLocal.Load() == before {
+		if m&1 == 0 && sh.coldLocal.Load() == before && sh.moving.Load() == m {
 			return before + n
 		}
 	}
@@ -182,7 +183,10 @@ type allowShard struct {
 	// write no common line (AllowanceStats.Local); coldLocal those of the
 	// cold leases that ended (coldLease.spends has the others').
 	local, coldLocal atomic.Int64
-	_                [48]byte
+	// moving is odd while a lease's count moves to coldLocal (end, under
+	// mu), so that coldCounted sees the move whole or not at all.
+	moving atomic.Uint64
+	_      [40]byte
 }
 
 // The shards start on a cache line (they open allowances, which is larger
@@ -1238,6 +1242,10 @@ func parallel(n, workers int, f func(i int) error) error {
 
 // testHookGiveBack, when set, runs in close before the give-backs.
 var testHookGiveBack func()
+
+// testHookCountMove, when set, runs while an ending cold lease's decision
+// count moves to its shard's: taken from the lease, not yet at the shard.
+var testHookCountMove func()
 
 // testHookColdAsked, when set, runs when a one-trip decision of a store
 // that asked for a cold lease is answered (granted units), before the

@@ -138,7 +138,13 @@ func (c *coldLease) end(sh *allowShard) (used, left int64) {
 	if left < 0 {
 		return 0, 0
 	}
-	sh.coldLocal.Add(c.spends.Swap(coldCounted))
+	sh.moving.Add(1)
+	n := c.spends.Swap(coldCounted)
+	if testHookCountMove != nil {
+		testHookCountMove()
+	}
+	sh.coldLocal.Add(n)
+	sh.moving.Add(1)
 	used = c.base - left
 	c.base = 0
 	return used, left

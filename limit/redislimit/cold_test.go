@@ -933,3 +933,54 @@ func TestColdLeaseOfEveryKeyForm(t *testing.T) {
 		})
 	}
 }
+
+// TestColdLocalNeverDipsAsLeasesEnd: AllowanceStats.ColdLocal, read while
+// cold leases end (each moving its decision count to its shard's, slowed
+// here to a millisecond between the two), never goes down and ends at the
+// decisions the leases answered.
+func TestColdLocalNeverDipsAsLeasesEnd(t *testing.T) {
+	_, s := oneColdStore(t)
+	p := unrefilled(1000)[0]
+	ctx := context.Background()
+	const keys = 40
+	for k := range keys {
+		for range 3 { // one-trip, then two from the lease
+			if _, err := s.AllowN(ctx, "k"+strconv.Itoa(k), p, 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if st := s.AllowanceStats(); st.ColdLocal != 2*keys {
+		t.Fatalf("stats %+v: want %d decisions from cold leases", st, 2*keys)
+	}
+	var moves atomic.Int64
+	redislimit.SetCountMoveHookForTest(t, func() { moves.Add(1); time.Sleep(time.Millisecond) })
+	done := make(chan struct{})
+	var reads, dips atomic.Int64
+	var first atomic.Value
+	go func() {
+		defer close(done)
+		last := int64(2 * keys)
+		for moves.Load() < keys {
+			got := s.AllowanceStats().ColdLocal
+			reads.Add(1)
+			if got < last {
+				dips.Add(1)
+				first.CompareAndSwap(nil, fmt.Sprintf("%d after %d", got, last))
+			}
+			last = max(last, got)
+		}
+	}()
+	for k := range keys {
+		if err := s.Reset(ctx, "k"+strconv.Itoa(k), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-done
+	if n := dips.Load(); n > 0 {
+		t.Errorf("ColdLocal went down %d times in %d reads while leases ended, first %v", n, reads.Load(), first.Load())
+	}
+	if st := s.AllowanceStats(); st.ColdLocal != 2*keys || st.ColdLeases != 0 {
+		t.Errorf("stats %+v: want no cold lease left and %d decisions from them", st, 2*keys)
+	}
+}

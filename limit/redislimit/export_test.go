@@ -107,6 +107,13 @@ func (s *Store) HeldForTest() (keys int, units int64) {
 	return keys, units
 }
 
+// SetCountMoveHookForTest sets the hook run while an ending cold lease's
+// decision count moves to its shard's, until the test ends.
+func SetCountMoveHookForTest(t testing.TB, f func()) {
+	testHookCountMove = f
+	t.Cleanup(func() { testHookCountMove = nil })
+}
+
 // SetGiveBackHookForTest sets the hook Close runs before its give-backs.
 func SetGiveBackHookForTest(f func()) { testHookGiveBack = f }
 
