@@ -955,13 +955,18 @@ func TestColdLocalNeverDipsAsLeasesEnd(t *testing.T) {
 	}
 	var moves atomic.Int64
 	redislimit.SetCountMoveHookForTest(t, func() { moves.Add(1); time.Sleep(time.Millisecond) })
-	done := make(chan struct{})
+	stop, done := make(chan struct{}), make(chan struct{})
 	var reads, dips atomic.Int64
 	var first atomic.Value
 	go func() {
 		defer close(done)
 		last := int64(2 * keys)
-		for moves.Load() < keys {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
 			got := s.AllowanceStats().ColdLocal
 			reads.Add(1)
 			if got < last {
@@ -973,10 +978,16 @@ func TestColdLocalNeverDipsAsLeasesEnd(t *testing.T) {
 	}()
 	for k := range keys {
 		if err := s.Reset(ctx, "k"+strconv.Itoa(k), p); err != nil {
+			close(stop)
+			<-done
 			t.Fatal(err)
 		}
 	}
+	close(stop)
 	<-done
+	if n := moves.Load(); n != keys {
+		t.Errorf("%d counts moved as the %d leases ended, want one each", n, keys)
+	}
 	if n := dips.Load(); n > 0 {
 		t.Errorf("ColdLocal went down %d times in %d reads while leases ended, first %v", n, reads.Load(), first.Load())
 	}
