@@ -39,10 +39,14 @@ func (b *Batcher) made() bool { return b.wake != nil }
 // graceful stop.
 //
 // Stop returns once the loop has ended and the listeners have been called
-// with every event, the shutdown event last, except when it is called while
-// a listener runs: that listener may be the caller, or wait for it, and
-// cannot wait for itself, so Stop then returns without waiting for the
-// delivery. What counts is the moment of the call: a listener that the
+// with every event, the shutdown event last. Called while a listener runs,
+// Stop cannot tell whether that listener is the caller, or waits for it, so
+// it first waits up to 100 ms for that listener to return: a caller outside
+// the listeners finds it returned and waits for the delivery as usual; a
+// caller inside one returns after the 100 ms without waiting for the
+// delivery, which ends once its listener returns. A listener that runs for
+// longer than 100 ms when Stop is called from outside is taken for the
+// caller too. What counts is the moment of the call: a listener that the
 // stop itself sets running (the shutdown event's) is waited for.
 func (b *Batcher) Stop() {
 	if !b.made() {
@@ -51,6 +55,7 @@ func (b *Batcher) Stop() {
 	// A caller inside a listener, or one a listener waits for, finds one
 	// running now; a caller outside finds none, unless one is delivering
 	// events raised before the call.
+	seen := b.undelivered.delivered.Load()
 	inListener := b.undelivered.busy.Load()
 	neverStarted := false
 	b.stopOnce.Do(func() {
@@ -73,6 +78,9 @@ func (b *Batcher) Stop() {
 		return
 	}
 	<-b.loopDone // the loop never waits on a listener, so this ends
+	if inListener {
+		inListener = !b.undelivered.movedOn(seen, listenerGrace, b.notifierDone)
+	}
 	if !inListener {
 		<-b.notifierDone
 	}

@@ -66,9 +66,8 @@ func TestListenerMayStopShutdownAndEnqueue(t *testing.T) {
 				t.Fatalf("%s from a listener did not return", call)
 			}
 			b.Stop()
-			// Stop does not wait for the delivery while a listener runs, as
-			// the one that called Stop may still; the shutdown event comes
-			// last all the same.
+			// The listener that called Stop may still run: Stop waits for it
+			// up to its grace; the shutdown event comes last all the same.
 			select {
 			case got := <-last:
 				if got[0] != batcher.BatchEvent || got[len(got)-1] != batcher.ShutdownEvent {
@@ -161,5 +160,38 @@ func TestStopWaitsForTheShutdownListener(t *testing.T) {
 		if !finished.Load() {
 			t.Fatalf("batcher %d: Stop returned before the shutdown listener did", i)
 		}
+	}
+}
+
+// TestStopRightAfterAListenerWaitsForTheDelivery checks that Stop, called
+// from outside the listeners while one is still running, waits for it and
+// returns with the shutdown event delivered: the listener signals the event,
+// then keeps running for 20 ms, well inside Stop's 100-ms grace.
+func TestStopRightAfterAListenerWaitsForTheDelivery(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	b := batcher.New(10)
+	paused := make(chan struct{}, 1)
+	var shutdowns atomic.Int32
+	b.AddListener(func(event string, val int, msg string, md interface{}) {
+		switch event {
+		case batcher.PauseEvent:
+			paused <- struct{}{}
+			time.Sleep(20 * time.Millisecond)
+		case batcher.ShutdownEvent:
+			shutdowns.Add(1)
+		}
+	})
+	if err := b.Start(); err != nil {
+		t.Fatal(err)
+	}
+	b.Pause()
+	select {
+	case <-paused:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no pause event")
+	}
+	b.Stop()
+	if n := shutdowns.Load(); n != 1 {
+		t.Fatalf("%d shutdown events delivered when Stop returned, want 1", n)
 	}
 }

@@ -3,6 +3,7 @@ package batcher
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/costwise/batcher/internal/events"
 )
@@ -14,9 +15,9 @@ import (
 // method without deadlock and without the batcher knowing which goroutine
 // calls it: Stop and Shutdown wait for the loop, which is never blocked by a
 // listener; a blocking Enqueue waits for room, which the loop keeps making.
-// The one thing a listener cannot wait for is the notifier itself, so Stop
-// waits for the delivery of the last events only when no listener is running
-// at that moment (see Stop).
+// The one thing a listener cannot wait for is the notifier itself, so Stop,
+// called while a listener runs, waits for the delivery of the last events
+// only once that listener has returned (see Stop).
 
 // event is one event raised by the loop and not yet delivered.
 type event struct {
@@ -30,11 +31,12 @@ type event struct {
 // so a steady flow of events allocates nothing. The zero value is ready to
 // use.
 type eventQueue struct {
-	mu     sync.Mutex // guards items and spare
-	items  []event
-	spare  []event
-	notify chan struct{} // buffered 1; a pending send means "events waiting"
-	busy   atomic.Bool   // a listener is running
+	mu        sync.Mutex // guards items and spare
+	items     []event
+	spare     []event
+	notify    chan struct{} // buffered 1; a pending send means "events waiting"
+	busy      atomic.Bool   // a listener is running
+	delivered atomic.Uint64 // events whose listeners have returned (see movedOn)
 }
 
 // push appends e for delivery and wakes the notifier; it never blocks.
@@ -67,6 +69,7 @@ func (q *eventQueue) deliver(reg *events.Registry) {
 		for i := range items {
 			e := &items[i]
 			reg.Emit(e.name, e.val, e.msg, e.metadata)
+			q.delivered.Add(1)
 		}
 		q.busy.Store(false)
 		clear(items)
@@ -74,6 +77,36 @@ func (q *eventQueue) deliver(reg *events.Registry) {
 		q.spare = items[:0]
 		q.mu.Unlock()
 	}
+}
+
+// listenerGrace is how long Stop, called while a listener runs, waits for
+// that listener to return before it takes itself for the listener (or a
+// goroutine the listener waits for) and stops waiting for the delivery.
+const listenerGrace = 100 * time.Millisecond
+
+// movedOn reports whether the event being delivered when delivered read
+// seen has its listeners return within grace, or done closes first. A caller
+// inside one of those listeners blocks them, so for that caller it reports
+// false once grace has passed; a caller outside sees them return as soon as
+// they do.
+func (q *eventQueue) movedOn(seen uint64, grace time.Duration, done <-chan struct{}) bool {
+	if q.delivered.Load() != seen {
+		return true
+	}
+	deadline := time.Now().Add(grace)
+	tick := time.NewTicker(50 * time.Microsecond)
+	defer tick.Stop()
+	for q.delivered.Load() == seen {
+		if !time.Now().Before(deadline) {
+			return false
+		}
+		select {
+		case <-done:
+			return true
+		case <-tick.C:
+		}
+	}
+	return true
 }
 
 // raise queues an event of the loop for the notifier. With no listener
