@@ -153,7 +153,10 @@ type series struct {
 	seq     int64     // the lease: the ledger's sequence at the last grant
 	holders int64     // holders at the last take, this one included
 	refuse  time.Time // refuse locally until then, when left falls short
-	taking  chan struct{}
+	// taking is closed when the take or give-back in flight ends; nil
+	// without one. returning says it is a give-back of the sweep.
+	taking    chan struct{}
+	returning bool
 }
 
 func newLender(s *Store, o Options) *lender {
@@ -336,6 +339,17 @@ func (l *lender) decide(ctx context.Context, c *envoyrl.Counter) (hot bool, err 
 	}
 	if sh.closed {
 		return l.closing(ctx, sh, se, c)
+	}
+	if se.returning {
+		// The sweep is giving the series' units back: they are still
+		// counted in Redis, where this decision, on either path, would be
+		// refused for them. It waits for them, then starts over, as the
+		// series may be gone by then.
+		if err := l.wait(ctx, sh, se); err != nil {
+			return true, err
+		}
+		sh.mu.Unlock()
+		return l.decide(ctx, c)
 	}
 	se.record(now, c.Hits, l.period)
 	if !se.hot(l.period) || (c.Hits == 0 && se.key != c.Key) {
@@ -555,12 +569,16 @@ func (l *lender) sweeper() {
 	}
 }
 
-// lease is an allowance to give back.
+// lease is an allowance to give back. A cooling sweep's also names its
+// series and the channel that its decisions wait on.
 type lease struct {
 	key, ledger string
 	left        uint64
 	seq         int64
 	end         int64
+	sh          *lendShard
+	se          *series
+	done        chan struct{}
 }
 
 // sweep gives back what cooled series hold, or, with all, what every
@@ -578,7 +596,14 @@ func (l *lender) sweep(ctx context.Context, all bool) {
 			}
 			if se.left > 0 && (all || idle >= 2*l.period) {
 				if now.Unix() < se.end {
-					back = append(back, lease{se.key, se.ledger, se.left, se.seq, se.end})
+					b := lease{key: se.key, ledger: se.ledger, left: se.left, seq: se.seq, end: se.end}
+					if !all {
+						// Decisions on the series wait for the give-back
+						// (see decide); on close, closing does.
+						b.sh, b.se, b.done = sh, se, make(chan struct{})
+						se.taking, se.returning = b.done, true
+					}
+					back = append(back, b)
 				} else {
 					l.forfeited.Add(se.left)
 				}
@@ -586,7 +611,7 @@ func (l *lender) sweep(ctx context.Context, all bool) {
 			}
 			// Close keeps the series: a decision on one being given back
 			// waits for the give-back (see closing).
-			if !all && idle >= 8*l.period && se.left == 0 {
+			if !all && idle >= 8*l.period && se.left == 0 && se.taking == nil {
 				delete(sh.m, name)
 				l.size.Add(-1)
 			}
@@ -596,14 +621,27 @@ func (l *lender) sweep(ctx context.Context, all bool) {
 	if all && testHookGiveBack != nil {
 		testHookGiveBack()
 	}
+	if !all && len(back) > 0 && testHookCoolGiveBack != nil {
+		testHookCoolGiveBack()
+	}
 	for _, b := range back {
 		l.giveBack(ctx, b)
+		if b.done != nil {
+			b.sh.mu.Lock()
+			b.se.taking, b.se.returning = nil, false
+			close(b.done)
+			b.sh.mu.Unlock()
+		}
 	}
 }
 
 // testHookGiveBack, when set, runs in close between taking the units from
 // the series and giving them back.
 var testHookGiveBack func()
+
+// testHookCoolGiveBack, when set, runs in a cooling sweep between taking the
+// units from the series and giving them back.
+var testHookCoolGiveBack func()
 
 // giveBack returns one lease's unspent units; what Redis does not take
 // back is forfeited.

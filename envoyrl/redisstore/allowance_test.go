@@ -216,6 +216,7 @@ type holdingStore struct {
 	admin *redis.Client
 	key   string // the counter
 	held  uint64 // its value: the hits and the units held unspent
+	clock *fakeClock
 }
 
 // holding starts a server and a store with allowances on a fake clock and
@@ -242,7 +243,7 @@ func holding(t *testing.T, hits int) holdingStore {
 	if n <= uint64(hits) {
 		t.Fatalf("counter %d after %d hits: no allowance was taken", n, hits)
 	}
-	return holdingStore{st: st, s: s, admin: admin, key: key, held: n}
+	return holdingStore{st: st, s: s, admin: admin, key: key, held: n, clock: clock}
 }
 
 // TestAllowanceGivenBackOnClose checks that Close returns what a store
@@ -570,5 +571,62 @@ func TestAllowanceStatsCountEveryDecision(t *testing.T) {
 	}
 	if sum, n := x.Local+x.Takes+x.Remote, d.n.Load(); sum != n {
 		t.Errorf("%+v: local+takes+remote %d, want the %d counters decided", x, sum, n)
+	}
+}
+
+// TestAllowanceDecidedDuringCoolingGiveBack: a decision that arrives while
+// the sweep gives back the units of a series that has cooled, with the rest
+// of the limit spent elsewhere, waits for them; sent to Redis at once, it
+// would find the counter at the limit and be refused. After 1 s idle the
+// series' rate still makes it hot (the decision takes units); after 2 s it
+// does not (the decision takes the one-trip path).
+func TestAllowanceDecidedDuringCoolingGiveBack(t *testing.T) {
+	for _, idle := range []time.Duration{time.Second, 2 * time.Second} {
+		t.Run(idle.String(), func(t *testing.T) { decidedDuringCoolingGiveBack(t, idle) })
+	}
+}
+
+func decidedDuringCoolingGiveBack(t *testing.T, idle time.Duration) {
+	const hits = 25
+	h := holding(t, hits)
+	st, s, admin, key, held := h.st, h.s, h.admin, h.key, h.held
+	defer st.Close()
+	if err := admin.IncrBy(context.Background(), key, 1000-int64(held)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	type answer struct {
+		resp *rlsv3.RateLimitResponse
+		err  error
+	}
+	got := make(chan answer, 1)
+	var once sync.Once
+	redisstore.SetCoolGiveBackHookForTest(func() {
+		once.Do(func() {
+			go func() {
+				resp, err := s.ShouldRateLimit(context.Background(), req(1, "hot", "h"))
+				got <- answer{resp, err}
+			}()
+			// Long enough for a decision sent straight to Redis to come back.
+			time.Sleep(100 * time.Millisecond)
+		})
+	})
+	t.Cleanup(func() { redisstore.SetCoolGiveBackHookForTest(nil) })
+	h.clock.Add(idle) // the default period is 250 ms: two idle ones cool it
+	st.SweepForTest()
+	var a answer
+	select {
+	case a = <-got:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no sweep gave the cooled series back")
+	}
+	if a.err != nil || a.resp.OverallCode != rlsv3.RateLimitResponse_OK {
+		t.Fatalf("decision during the give-back: %v %v, want OK: %d units were being given back", a.resp.GetOverallCode(), a.err, held-hits)
+	}
+	if x := st.AllowanceStats(); x.Returned != held-hits {
+		t.Errorf("stats: %+v, want %d returned", x, held-hits)
+	}
+	// The decision may have taken more than its one unit, never past the limit.
+	if n, _ := admin.Get(context.Background(), key).Uint64(); n < 1000-(held-hits)+1 || n > 1000 {
+		t.Errorf("counter %d after the give-back and the decision, want %d to 1000", n, 1000-(held-hits)+1)
 	}
 }
