@@ -80,15 +80,23 @@ func TestAllowanceGoroutineEndsWhenCold(t *testing.T) {
 	}
 	p := limit.GCRA(limit.PerSecond(100), 50).Named("g")
 	warm(t, clock, []*redislimit.Store{s}, "k", p, lease)
+	renewed := s.AllowanceStats().Background
 	if d, err := s.AllowN(context.Background(), "k", p, 1); err != nil || !d.Allowed {
 		t.Fatalf("%+v %v", d, err)
 	}
 	if keys, units := s.HeldForTest(); keys != 1 || units == 0 {
 		t.Fatalf("held %d keys, %d units: want the warmed key's allowance", keys, units)
 	}
+	// The decision came half a lease after the take: the renewal goroutine
+	// renews the lease (from now) before the clock moves on.
+	for deadline := time.Now().Add(10 * time.Second); s.AllowanceStats().Background == renewed; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the half-gone lease was not renewed in 10s: %+v", s.AllowanceStats())
+		}
+	}
 	// No decision for more than a period: cold, with the lease still
 	// running (a whole lease would end it first, and its units would count
-	// as expired rather than returned).
+	// as expired rather than returned: Redis no longer holds them).
 	clock.Advance(lease * 3 / 4)
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
 		if keys, _ := s.HeldForTest(); keys == 0 {

@@ -602,6 +602,16 @@ func (a *allowances) decide(ctx context.Context, r *allowance, p limit.Policy, c
 	defer r.mu.Unlock()
 	for {
 		if r.closed.Load() {
+			if ch := r.flight; ch != nil {
+				// Its give-back is in flight: the one-trip path would be
+				// refused for the units on their way back.
+				r.mu.Unlock()
+				select {
+				case <-ch:
+				case <-ctx.Done():
+				}
+				r.mu.Lock()
+			}
 			return limit.Decision{}, false
 		}
 		now := a.now()
@@ -1064,6 +1074,9 @@ func (a *allowances) giveBack(ctx context.Context, r *allowance) error {
 		r.base = 0
 		return nil
 	}
+	if testHookGivingBack != nil {
+		testHookGivingBack()
+	}
 	req := a.request(r, a.now(), 0, held)
 	req.op, req.want = lendReturn, 0
 	r.base -= held
@@ -1072,7 +1085,12 @@ func (a *allowances) giveBack(ctx context.Context, r *allowance) error {
 		a.stats.expired.Add(held)
 		return err
 	}
-	a.stats.returned.Add(held)
+	if res.matched {
+		a.stats.returned.Add(held)
+	} else {
+		// The lease had ended in Redis and been counted spent.
+		a.stats.expired.Add(held)
+	}
 	r.seq, r.base = 0, 0
 	r.srvRemain.Store(res.remaining)
 	return nil
@@ -1147,11 +1165,14 @@ func (a *allowances) run() {
 			default:
 			}
 			if a.cold(r) {
-				if a.remove(r) {
-					ctx, cancel := context.WithTimeout(context.Background(), a.period)
-					_ = a.giveBack(ctx, r) // on failure the lease ends in Redis on its own
-					cancel()
-				}
+				// Given back before it leaves the records: a decision
+				// meanwhile finds it and waits for the give-back (see
+				// decide), where, sent to Redis at once, it would be
+				// refused for the units on their way back.
+				ctx, cancel := context.WithTimeout(context.Background(), a.period)
+				_ = a.giveBack(ctx, r) // on failure the lease ends in Redis on its own
+				cancel()
+				a.remove(r)
 				continue
 			}
 			a.renew(r)
@@ -1242,6 +1263,10 @@ func parallel(n, workers int, f func(i int) error) error {
 
 // testHookGiveBack, when set, runs in close before the give-backs.
 var testHookGiveBack func()
+
+// testHookGivingBack, when set, runs in giveBack once the allowance is
+// closed and before its units are sent back.
+var testHookGivingBack func()
 
 // testHookCountMove, when set, runs while an ending cold lease's decision
 // count moves to its shard's: taken from the lease, not yet at the shard.

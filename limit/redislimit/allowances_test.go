@@ -184,7 +184,64 @@ func TestAllowanceDecidedDuringGiveBack(t *testing.T) {
 	}
 	a := <-ans
 	if a.err != nil || !a.dec.Allowed {
-		t.Fatalf("decision during the give-back: %+v, %v; want allowed: %d units were being given back", a.dec, a.err, held)
+		t.Fatalf("decision during the give-back: %+v, %v; want allowed: %d units were being given back (%+v)", a.dec, a.err, held, stores[0].AllowanceStats())
+	}
+	if rest := drainRest(t, stores[1], p); rest != held-1 {
+		t.Errorf("%d units left after Close, want the %d held less the one admitted", rest, held)
+	}
+}
+
+// TestAllowanceDecidedDuringCoolingGiveBack: a decision that arrives while
+// the renewal goroutine gives back the allowance of a key that has cooled,
+// with the rest of the limit spent by another store, waits for the units
+// and is admitted; sent to Redis at once, it would be refused.
+func TestAllowanceDecidedDuringCoolingGiveBack(t *testing.T) {
+	p := limit.TokenBucket(500, limit.PerHour(1)).Named("tb")
+	clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
+	stores := allowanceStores(t, clock, 2)
+	warm(t, clock, stores[:1], "hot", p, time.Second)
+	got := admit(t, stores[:1], p, 1, 10) // store 0 takes an allowance
+	if err := stores[1].Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got += drainRest(t, stores[1], p) // the other store spends the rest
+	held := p.Limit - got
+	if held < 2 {
+		t.Fatalf("store 0 holds %d units: the test needs it to hold some", held)
+	}
+	type answer struct {
+		dec limit.Decision
+		err error
+	}
+	ans := make(chan answer, 1)
+	var once sync.Once
+	redislimit.SetGivingBackHookForTest(t, func() {
+		once.Do(func() {
+			go func() {
+				dec, err := stores[0].AllowN(context.Background(), "hot", p, 1)
+				ans <- answer{dec, err}
+			}()
+			// Long enough for a decision sent straight to Redis to come back.
+			time.Sleep(100 * time.Millisecond)
+		})
+	})
+	// No decision for longer than a period (half the lease): cooled, with
+	// the lease still on.
+	clock.Advance(600 * time.Millisecond)
+	var a answer
+	select {
+	case a = <-ans:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the cooled allowance was not given back")
+	}
+	if a.err != nil || !a.dec.Allowed {
+		t.Fatalf("decision during the give-back: %+v, %v; want allowed: %d units were being given back (%+v)", a.dec, a.err, held, stores[0].AllowanceStats())
+	}
+	if err := stores[0].Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if st := stores[0].AllowanceStats(); st.Returned != held || st.Expired != 0 {
+		t.Errorf("stats %+v, want the %d held returned and none expired", st, held)
 	}
 	if rest := drainRest(t, stores[1], p); rest != held-1 {
 		t.Errorf("%d units left after Close, want the %d held less the one admitted", rest, held)

@@ -117,6 +117,13 @@ func SetCountMoveHookForTest(t testing.TB, f func()) {
 // SetGiveBackHookForTest sets the hook Close runs before its give-backs.
 func SetGiveBackHookForTest(f func()) { testHookGiveBack = f }
 
+// SetGivingBackHookForTest sets the hook giveBack runs once the allowance
+// is closed and before its units are sent back.
+func SetGivingBackHookForTest(t testing.TB, f func()) {
+	testHookGivingBack = f
+	t.Cleanup(func() { testHookGivingBack = nil })
+}
+
 // SetColdAskHooksForTest sets the hooks run, for the decisions of s, when
 // one that asked for a cold lease is answered (before the lease is kept)
 // and when a refused one is about to wait for that lease; a nil s clears
