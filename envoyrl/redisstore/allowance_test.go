@@ -274,19 +274,8 @@ func TestAllowanceDecidedDuringGiveBack(t *testing.T) {
 	if err := admin.IncrBy(context.Background(), key, 1000-int64(held)).Err(); err != nil {
 		t.Fatal(err)
 	}
-	type answer struct {
-		resp *rlsv3.RateLimitResponse
-		err  error
-	}
-	got := make(chan answer, 1)
-	redisstore.SetGiveBackHookForTest(func() {
-		go func() {
-			resp, err := s.ShouldRateLimit(context.Background(), req(1, "hot", "h"))
-			got <- answer{resp, err}
-		}()
-		// Long enough for a decision sent straight to Redis to come back.
-		time.Sleep(100 * time.Millisecond)
-	})
+	var got <-chan midwayAnswer
+	redisstore.SetGiveBackHookForTest(func() { got = decideMidway(s) })
 	t.Cleanup(func() { redisstore.SetGiveBackHookForTest(nil) })
 	st.Close()
 	// The store is closed once the units are back: the decision that
@@ -303,6 +292,24 @@ func TestAllowanceDecidedDuringGiveBack(t *testing.T) {
 	if n, _ := admin.Get(context.Background(), key).Uint64(); n != base && n != base+1 {
 		t.Errorf("counter %d after Close, want %d, or %d with the decision counted", n, base, base+1)
 	}
+}
+
+type midwayAnswer struct {
+	resp *rlsv3.RateLimitResponse
+	err  error
+}
+
+// decideMidway starts a decision on the hot counter, called from a
+// give-back's hook, and waits long enough for one sent straight to Redis
+// to come back.
+func decideMidway(s *envoyrl.Service) <-chan midwayAnswer {
+	got := make(chan midwayAnswer, 1)
+	go func() {
+		resp, err := s.ShouldRateLimit(context.Background(), req(1, "hot", "h"))
+		got <- midwayAnswer{resp, err}
+	}()
+	time.Sleep(100 * time.Millisecond)
+	return got
 }
 
 const semanticsRules = `
@@ -594,28 +601,18 @@ func decidedDuringCoolingGiveBack(t *testing.T, idle time.Duration) {
 	if err := admin.IncrBy(context.Background(), key, 1000-int64(held)).Err(); err != nil {
 		t.Fatal(err)
 	}
-	type answer struct {
-		resp *rlsv3.RateLimitResponse
-		err  error
-	}
-	got := make(chan answer, 1)
+	started := make(chan (<-chan midwayAnswer), 1)
 	var once sync.Once
 	redisstore.SetCoolGiveBackHookForTest(func() {
-		once.Do(func() {
-			go func() {
-				resp, err := s.ShouldRateLimit(context.Background(), req(1, "hot", "h"))
-				got <- answer{resp, err}
-			}()
-			// Long enough for a decision sent straight to Redis to come back.
-			time.Sleep(100 * time.Millisecond)
-		})
+		once.Do(func() { started <- decideMidway(s) })
 	})
 	t.Cleanup(func() { redisstore.SetCoolGiveBackHookForTest(nil) })
 	h.clock.Add(idle) // the default period is 250 ms: two idle ones cool it
 	st.SweepForTest()
-	var a answer
+	var a midwayAnswer
 	select {
-	case a = <-got:
+	case got := <-started:
+		a = <-got
 	case <-time.After(10 * time.Second):
 		t.Fatal("no sweep gave the cooled series back")
 	}

@@ -554,6 +554,21 @@ func (a *allowances) warm(rk string, cost int64, d limit.Decision) {
 	sh.heat[rk] = h
 }
 
+// awaitFlight waits, with r.mu released, until r's call in flight (if any)
+// is answered or ctx ends; r.mu is held again when it returns.
+func (r *allowance) awaitFlight(ctx context.Context) {
+	ch := r.flight
+	if ch == nil {
+		return
+	}
+	r.mu.Unlock()
+	select {
+	case <-ch:
+	case <-ctx.Done():
+	}
+	r.mu.Lock()
+}
+
 // promise notes that a decision of cost refused on r's key was told to
 // come back at t (Unix ns).
 func (r *allowance) promise(t, cost int64) {
@@ -602,16 +617,9 @@ func (a *allowances) decide(ctx context.Context, r *allowance, p limit.Policy, c
 	defer r.mu.Unlock()
 	for {
 		if r.closed.Load() {
-			if ch := r.flight; ch != nil {
-				// Its give-back is in flight: the one-trip path would be
-				// refused for the units on their way back.
-				r.mu.Unlock()
-				select {
-				case <-ch:
-				case <-ctx.Done():
-				}
-				r.mu.Lock()
-			}
+			// A give-back in flight is waited for: the one-trip path would
+			// be refused for the units on their way back.
+			r.awaitFlight(ctx)
 			return limit.Decision{}, false
 		}
 		now := a.now()
@@ -629,14 +637,9 @@ func (a *allowances) decide(ctx context.Context, r *allowance, p limit.Policy, c
 		if r.flight != nil && a.refuseInFlight(r, ns, unixNano(r.flightAt), r.short) {
 			return a.refuse(r, ns, cost, a.inFlightRetry(r, ns, unixNano(r.notBefore), cost), false), true
 		}
-		if ch := r.flight; ch != nil {
+		if r.flight != nil {
 			// A call is in flight: its answer may bring the units.
-			r.mu.Unlock()
-			select {
-			case <-ch:
-			case <-ctx.Done():
-			}
-			r.mu.Lock()
+			r.awaitFlight(ctx)
 			if ctx.Err() != nil {
 				return limit.Decision{}, false // the one-trip path answers with ctx's error
 			}

@@ -152,99 +152,96 @@ func TestAllowanceExactAcrossStores(t *testing.T) {
 // another store, waits for them and is admitted; sent to Redis at once, it
 // would be refused.
 func TestAllowanceDecidedDuringGiveBack(t *testing.T) {
-	p := limit.TokenBucket(500, limit.PerHour(1)).Named("tb")
-	clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
-	stores := allowanceStores(t, clock, 2)
-	warm(t, clock, stores[:1], "hot", p, time.Second)
-	got := admit(t, stores[:1], p, 1, 10) // store 0 takes an allowance
-	if err := stores[1].Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	got += drainRest(t, stores[1], p) // the other store spends the rest
-	held := p.Limit - got
-	if held < 2 {
-		t.Fatalf("store 0 holds %d units: the test needs it to hold some", held)
-	}
-	type answer struct {
-		dec limit.Decision
-		err error
-	}
-	ans := make(chan answer, 1)
-	redislimit.SetGiveBackHookForTest(func() {
-		go func() {
-			dec, err := stores[0].AllowN(context.Background(), "hot", p, 1)
-			ans <- answer{dec, err}
-		}()
-		// Long enough for a decision sent straight to Redis to come back.
-		time.Sleep(100 * time.Millisecond)
-	})
+	h := holdingUnits(t)
+	var ans <-chan midwayAnswer
+	redislimit.SetGiveBackHookForTest(func() { ans = h.decideMidway() })
 	t.Cleanup(func() { redislimit.SetGiveBackHookForTest(nil) })
-	if err := stores[0].Close(context.Background()); err != nil {
+	if err := h.stores[0].Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	a := <-ans
-	if a.err != nil || !a.dec.Allowed {
-		t.Fatalf("decision during the give-back: %+v, %v; want allowed: %d units were being given back (%+v)", a.dec, a.err, held, stores[0].AllowanceStats())
-	}
-	if rest := drainRest(t, stores[1], p); rest != held-1 {
-		t.Errorf("%d units left after Close, want the %d held less the one admitted", rest, held)
-	}
+	h.check(t, <-ans)
 }
 
-// TestAllowanceDecidedDuringCoolingGiveBack: a decision that arrives while
-// the renewal goroutine gives back the allowance of a key that has cooled,
-// with the rest of the limit spent by another store, waits for the units
-// and is admitted; sent to Redis at once, it would be refused.
+// TestAllowanceDecidedDuringCoolingGiveBack: the same, with the renewal
+// goroutine giving back the allowance of a key that has cooled.
 func TestAllowanceDecidedDuringCoolingGiveBack(t *testing.T) {
-	p := limit.TokenBucket(500, limit.PerHour(1)).Named("tb")
-	clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
-	stores := allowanceStores(t, clock, 2)
-	warm(t, clock, stores[:1], "hot", p, time.Second)
-	got := admit(t, stores[:1], p, 1, 10) // store 0 takes an allowance
-	if err := stores[1].Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	got += drainRest(t, stores[1], p) // the other store spends the rest
-	held := p.Limit - got
-	if held < 2 {
-		t.Fatalf("store 0 holds %d units: the test needs it to hold some", held)
-	}
-	type answer struct {
-		dec limit.Decision
-		err error
-	}
-	ans := make(chan answer, 1)
+	h := holdingUnits(t)
+	started := make(chan (<-chan midwayAnswer), 1)
 	var once sync.Once
 	redislimit.SetGivingBackHookForTest(t, func() {
-		once.Do(func() {
-			go func() {
-				dec, err := stores[0].AllowN(context.Background(), "hot", p, 1)
-				ans <- answer{dec, err}
-			}()
-			// Long enough for a decision sent straight to Redis to come back.
-			time.Sleep(100 * time.Millisecond)
-		})
+		once.Do(func() { started <- h.decideMidway() })
 	})
 	// No decision for longer than a period (half the lease): cooled, with
 	// the lease still on.
-	clock.Advance(600 * time.Millisecond)
-	var a answer
+	h.clock.Advance(600 * time.Millisecond)
 	select {
-	case a = <-ans:
+	case ans := <-started:
+		h.check(t, <-ans)
 	case <-time.After(10 * time.Second):
 		t.Fatal("the cooled allowance was not given back")
 	}
-	if a.err != nil || !a.dec.Allowed {
-		t.Fatalf("decision during the give-back: %+v, %v; want allowed: %d units were being given back (%+v)", a.dec, a.err, held, stores[0].AllowanceStats())
+	if st := h.stores[0].AllowanceStats(); st.Returned != h.held || st.Expired != 0 {
+		t.Errorf("stats %+v, want the %d held returned and none expired", st, h.held)
 	}
-	if err := stores[0].Close(context.Background()); err != nil {
+}
+
+// heldUnits is store 0 of two holding units of "hot", the rest of the
+// limit spent by store 1.
+type heldUnits struct {
+	p      limit.Policy
+	clock  *limittest.Clock
+	stores []*redislimit.Store
+	held   int64
+}
+
+func holdingUnits(t *testing.T) heldUnits {
+	t.Helper()
+	p := limit.TokenBucket(500, limit.PerHour(1)).Named("tb")
+	clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
+	stores := allowanceStores(t, clock, 2)
+	warm(t, clock, stores[:1], "hot", p, time.Second)
+	got := admit(t, stores[:1], p, 1, 10) // store 0 takes an allowance
+	if err := stores[1].Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if st := stores[0].AllowanceStats(); st.Returned != held || st.Expired != 0 {
-		t.Errorf("stats %+v, want the %d held returned and none expired", st, held)
+	got += drainRest(t, stores[1], p) // the other store spends the rest
+	held := p.Limit - got
+	if held < 2 {
+		t.Fatalf("store 0 holds %d units: the test needs it to hold some", held)
 	}
-	if rest := drainRest(t, stores[1], p); rest != held-1 {
-		t.Errorf("%d units left after Close, want the %d held less the one admitted", rest, held)
+	return heldUnits{p: p, clock: clock, stores: stores, held: held}
+}
+
+type midwayAnswer struct {
+	dec limit.Decision
+	err error
+}
+
+// decideMidway starts a decision of store 0, called from a give-back's
+// hook, and waits long enough for one sent straight to Redis to come back.
+func (h heldUnits) decideMidway() <-chan midwayAnswer {
+	ans := make(chan midwayAnswer, 1)
+	go func() {
+		dec, err := h.stores[0].AllowN(context.Background(), "hot", h.p, 1)
+		ans <- midwayAnswer{dec, err}
+	}()
+	time.Sleep(100 * time.Millisecond)
+	return ans
+}
+
+// check wants a admitted, and everything store 0 held back in Redis but
+// the unit it admitted.
+func (h heldUnits) check(t *testing.T, a midwayAnswer) {
+	t.Helper()
+	if a.err != nil || !a.dec.Allowed {
+		t.Fatalf("decision during the give-back: %+v, %v; want allowed: %d units were being given back (%+v)",
+			a.dec, a.err, h.held, h.stores[0].AllowanceStats())
+	}
+	if err := h.stores[0].Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if rest := drainRest(t, h.stores[1], h.p); rest != h.held-1 {
+		t.Errorf("%d units left after Close, want the %d held less the one admitted", rest, h.held)
 	}
 }
 
