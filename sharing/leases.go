@@ -375,7 +375,7 @@ func (l *loop) rebalance(ctx context.Context, wanted, count int, now time.Time) 
 // again after an outage (see lapseGrace).
 func (l *loop) keepLapsed(demands map[string]uint32, now time.Time) {
 	if l.failures > 0 && !l.listedOK.IsZero() && now.Sub(l.listedOK) > l.r.leaseDuration/3 {
-		l.graceUntil = now.Add(lapseGrace * l.r.maxInterval)
+		l.graceUntil = now.Add(lapseGrace*l.r.maxInterval + reconnectGrace)
 	}
 	l.listedOK = now
 	if !now.Before(l.graceUntil) {
@@ -388,17 +388,26 @@ func (l *loop) keepLapsed(demands map[string]uint32, now time.Time) {
 	}
 }
 
-// lapseGrace is how long, in maxIntervals, an instance that lists again
-// after an outage keeps the demands that lapsed meanwhile. A record lives
-// one lease and is published again every third of one, so an outage longer
-// than that lets the records of every instance lapse together; the first
-// instance to list when the store answers again would find itself alone,
-// take every free partition, and give most of them back a listing later,
-// a fall of capacity after the recovery. The others retry on their back-off,
-// at most 2 x maxInterval apart, and publish their demand first thing, so
-// for that long a record that lapsed is more likely an instance not yet
-// back than one that is gone.
-const lapseGrace = 2
+// lapseGrace and reconnectGrace say how long an instance that lists again
+// after an outage keeps the demands that lapsed meanwhile: lapseGrace
+// maxIntervals plus reconnectGrace. A record lives one lease and is
+// published again every third of one, so an outage longer than that lets
+// the records of every instance lapse together; the first instance to list
+// when the store answers again would find itself alone, take every free
+// partition, and give most of them back a listing later, a fall of capacity
+// after the recovery. The others retry on their back-off, at most
+// 2 x maxInterval apart, and publish their demand first thing. But an
+// instance's client may answer later than its store: go-redis, once its
+// pool has failed to dial as many times as it has connections, fails every
+// call at once and dials again only about every second, so an instance can
+// be back a second after the others (TestSharedRecoversWhenAnInstanceReconnectsLate).
+// For that long a record that lapsed is more likely an instance not yet
+// back than one that is gone; one that is gone leaves its share unused for
+// as long, once.
+const (
+	lapseGrace     = 2
+	reconnectGrace = 2 * time.Second
+)
 
 // paceListings keeps the next listing at least listingSpacing times the
 // last one's duration after it: a store that answers listings slowly, as an

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/costwise/batcher/internal/clock"
+	"github.com/costwise/batcher/lease"
 	"github.com/costwise/batcher/leasetest"
 )
 
@@ -51,6 +52,7 @@ type simConfig struct {
 	lease          time.Duration
 	maxIntervalMS  uint32
 	recordEvents   bool
+	seed           uint64 // the instances' random streams; 0 is 99
 }
 
 func newSim(t *testing.T, cfg simConfig) *sim {
@@ -67,6 +69,13 @@ func newSim(t *testing.T, cfg simConfig) *sim {
 // add makes instance i, provisions it and puts it in the simulation.
 func (s *sim) add(cfg simConfig, i int) *simInstance {
 	s.t.Helper()
+	return s.addWith(cfg, i, s.mgr)
+}
+
+// addWith is add with the instance's calls made through mgr, which wraps
+// s.mgr to give one instance faults of its own.
+func (s *sim) addWith(cfg simConfig, i int, mgr lease.Manager) *simInstance {
+	s.t.Helper()
 	if cfg.factor == 0 {
 		cfg.factor = 1
 	}
@@ -76,8 +85,12 @@ func (s *sim) add(cfg simConfig, i int) *simInstance {
 	if cfg.maxIntervalMS == 0 {
 		cfg.maxIntervalMS = DefaultMaxInterval
 	}
-	rng := rand.New(rand.NewPCG(uint64(i)+1, 99))
-	r := New(s.mgr, cfg.shared).WithFactor(cfg.factor).WithReservedCapacity(cfg.reserved).
+	seed := cfg.seed
+	if seed == 0 {
+		seed = 99
+	}
+	rng := rand.New(rand.NewPCG(uint64(i)+1, seed))
+	r := New(mgr, cfg.shared).WithFactor(cfg.factor).WithReservedCapacity(cfg.reserved).
 		WithLeaseDuration(cfg.lease).WithMaxInterval(cfg.maxIntervalMS).WithClock(s.clock).
 		WithRand(rng.Float64).WithOwner(fmt.Sprintf("instance-%d", i))
 	in := &simInstance{r: r, st: newLoop(r), next: s.clock.Now()}
