@@ -140,7 +140,7 @@ func runOutage(t *testing.T, c outageCase) {
 	mon := fastClient(srv.Addr())
 	defer mon.Close()
 	back90, least := time.Duration(-1), uint32(shared)
-	firstBack := make([]time.Duration, len(ins)) // when each instance counted a partition again
+	firstBack := make([]time.Duration, len(ins)) // when each instance was first seen counting after the answer
 	for since := time.Duration(0); since < 6*time.Second; since = time.Since(answered) {
 		counted := total()
 		for i, r := range ins {
@@ -161,7 +161,7 @@ func runOutage(t *testing.T, c outageCase) {
 	mu.Lock()
 	defer mu.Unlock()
 	if back90 >= 0 {
-		t.Logf("%s: 90 %% counted and leased %v after the server answered; least counted after that %d; most counted at any time %d of %d; each instance counting again after %v",
+		t.Logf("%s: 90 %% counted and leased %v after the server answered; least counted after that %d; most counted at any time %d of %d; each instance first seen counting after %v",
 			c.name, back90.Round(time.Millisecond), least, most, shared, firstBack)
 	}
 	if most > shared {
