@@ -45,20 +45,9 @@ func testAzureOutage(t *testing.T, table bool, down time.Duration) {
 	azurite := newAzuriteProcess(t)
 	container := uniqueContainer()
 	const shared, factor = 20000, 1000
-	var ins []*azureblob.SharedResource
-	for i := 0; i < 4; i++ {
-		r, _ := newAzureResourceLayout(t, azurite.url(), container, shared, table)
+	ins, total := startGroup(t, 4, azurite.url(), container, shared, table, func(r *azureblob.SharedResource) {
 		r.WithFactor(factor)
-		startResource(t, r, shared)
-		ins = append(ins, r)
-	}
-	total := func() uint32 {
-		var c uint32
-		for _, r := range ins {
-			c += r.Capacity()
-		}
-		return c
-	}
+	})
 	eventually(t, 30*time.Second, "5 partitions each", func() bool {
 		for _, r := range ins {
 			if r.Capacity() != shared/4 {
@@ -105,19 +94,8 @@ func testAzureOutage(t *testing.T, table bool, down time.Duration) {
 				firstBack[i] = since
 			}
 		}
-		if back90 < 0 && counted >= shared*9/10 {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			snap, err := probe.Snapshot(ctx, 20)
-			cancel()
-			leased := 0
-			for _, s := range snap.Partitions {
-				if s == lease.PartitionLeased {
-					leased++
-				}
-			}
-			if err == nil && leased >= 18 {
-				back90 = since
-			}
+		if back90 < 0 && counted >= shared*9/10 && leasedAt(probe, 20) >= 18 {
+			back90 = since
 		}
 		if back90 >= 0 {
 			least = min(least, counted)
@@ -135,4 +113,44 @@ func testAzureOutage(t *testing.T, table bool, down time.Duration) {
 		t.Fatalf("frozen %v: 90 %% back after %v (-1ns: not within 6 s), least counted after it %d; want within 4 s of Azurite answering, and at least %d from then on",
 			down, back90, least, shared*9/10)
 	}
+}
+
+// startGroup starts n instances sharing shared on container at serviceURL,
+// each set up by with before it starts and asking for everything, and
+// returns them with a function that sums what they count.
+func startGroup(t *testing.T, n int, serviceURL, container string, shared uint32, table bool,
+	with func(r *azureblob.SharedResource)) ([]*azureblob.SharedResource, func() uint32) {
+	t.Helper()
+	var ins []*azureblob.SharedResource
+	for i := 0; i < n; i++ {
+		r, _ := newAzureResourceLayout(t, serviceURL, container, shared, table)
+		with(r)
+		startResource(t, r, shared)
+		ins = append(ins, r)
+	}
+	return ins, func() uint32 {
+		var c uint32
+		for _, r := range ins {
+			c += r.Capacity()
+		}
+		return c
+	}
+}
+
+// leasedAt returns how many of the count partitions the store behind probe
+// shows leased, or -1 when it does not answer within a second.
+func leasedAt(probe lease.Manager, count int) int {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	snap, err := probe.Snapshot(ctx, count)
+	if err != nil {
+		return -1
+	}
+	leased := 0
+	for _, s := range snap.Partitions {
+		if s == lease.PartitionLeased {
+			leased++
+		}
+	}
+	return leased
 }

@@ -1,7 +1,6 @@
 package azureblob_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -30,21 +29,10 @@ func testWipeNoOverUse(t *testing.T, table bool) {
 	azurite := newAzuriteProcess(t)
 	container := uniqueContainer()
 	const shared, factor, leaseFor = 20000, 1000, 30 * time.Second
-	var ins []*azureblob.SharedResource
-	for i := 0; i < 3; i++ {
-		r, _ := newAzureResourceLayout(t, azurite.url(), container, shared, table)
+	_, total := startGroup(t, 3, azurite.url(), container, shared, table, func(r *azureblob.SharedResource) {
 		// 30-s leases outlast a slow restart of Azurite on a busy machine.
 		r.WithFactor(factor).WithMaxInterval(200).WithLeaseDuration(leaseFor)
-		startResource(t, r, shared)
-		ins = append(ins, r)
-	}
-	total := func() uint32 {
-		var c uint32
-		for _, r := range ins {
-			c += r.Capacity()
-		}
-		return c
-	}
+	})
 	eventually(t, 30*time.Second, "every partition held", func() bool { return total() == shared })
 	time.Sleep(2 * time.Second)
 
@@ -70,19 +58,8 @@ func testWipeNoOverUse(t *testing.T, table bool) {
 		if c > shared {
 			t.Fatalf("%v after the restart the instances count %d of %d", time.Since(answered), c, shared)
 		}
-		if back90 < 0 {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			snap, err := probe.Snapshot(ctx, 20)
-			cancel()
-			leased := 0
-			for _, s := range snap.Partitions {
-				if s == lease.PartitionLeased {
-					leased++
-				}
-			}
-			if err == nil && leased >= (held*9+9)/10 {
-				back90 = time.Since(answered)
-			}
+		if back90 < 0 && leasedAt(probe, 20) >= (held*9+9)/10 {
+			back90 = time.Since(answered)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
