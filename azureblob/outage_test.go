@@ -3,6 +3,7 @@ package azureblob_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -57,8 +58,9 @@ func testAzureOutage(t *testing.T, table bool, down time.Duration) {
 		return true
 	})
 
-	// Over-use is sampled from before the outage to the end.
-	most := make(chan uint32)
+	// Over-use is sampled from before the outage to the end; the sampler
+	// also ends if the test fails before then.
+	most := make(chan uint32, 1)
 	done := make(chan struct{})
 	go func() {
 		var m uint32
@@ -72,6 +74,9 @@ func testAzureOutage(t *testing.T, table bool, down time.Duration) {
 			}
 		}
 	}()
+	var once sync.Once
+	stopSampling := func() { once.Do(func() { close(done) }) }
+	defer stopSampling()
 
 	if err := azurite.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatalf("SIGSTOP: %v", err)
@@ -102,7 +107,7 @@ func testAzureOutage(t *testing.T, table bool, down time.Duration) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	close(done)
+	stopSampling()
 	m := <-most
 	t.Logf("frozen %v: 90 %% counted and leased %v after Azurite answered; least counted after that %d; most counted at any time %d of %d; each instance first seen counting after %v",
 		down, back90.Round(time.Millisecond), least, m, shared, firstBack)
