@@ -111,7 +111,8 @@ func (s *sim) runSafely(end time.Time, check func()) {
 // moment the instances count 90 % of the capacity, they keep at least that
 // much, and they reach it within 2 s of the late instance's calls getting
 // through. Before the lapsed demands were kept for two seconds more than
-// two maxIntervals, the least counted after 90 % was 16,000.
+// two maxIntervals, 2 of these 15 cases failed: the least counted after 90 %
+// was 15,000 and 17,000.
 func TestSharedRecoversWhenAnInstanceReconnectsLate(t *testing.T) {
 	for _, late := range []time.Duration{500 * time.Millisecond, time.Second, 1500 * time.Millisecond} {
 		for seed := uint64(1); seed <= 5; seed++ {
