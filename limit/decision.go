@@ -71,13 +71,16 @@ type Decision struct {
 // if all were, RetryAfter the longest, and the Limit, Remaining, ResetAfter
 // and Policy of the decision closest to its limit (the lowest share
 // remaining; among denied decisions only), which is what response headers
-// should describe. Combine of no decisions is an allowed zero Decision.
+// should describe. When any of them is denied with ReasonExceedsLimit, so
+// is the whole, with RetryAfter 0: no wait lets the cost through, whatever
+// the others say and in whatever order they come. Combine of no decisions
+// is an allowed zero Decision.
 func Combine(ds []Decision) Decision {
 	if len(ds) == 0 {
 		return Decision{Allowed: true}
 	}
 	best := -1
-	allowed := true
+	allowed, never := true, false
 	var retry time.Duration
 	var reason Reason
 	for i := range ds {
@@ -87,6 +90,7 @@ func Combine(ds []Decision) Decision {
 				reason = d.Reason
 			}
 			allowed = false
+			never = never || d.Reason == ReasonExceedsLimit
 		}
 		retry = max(retry, d.RetryAfter)
 		if best < 0 || closer(d, &ds[best]) {
@@ -97,6 +101,9 @@ func Combine(ds []Decision) Decision {
 	out.Allowed, out.RetryAfter = allowed, retry
 	if !allowed {
 		out.Reason = reason
+	}
+	if never {
+		out.Reason, out.RetryAfter = ReasonExceedsLimit, 0
 	}
 	return out
 }

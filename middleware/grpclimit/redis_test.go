@@ -114,3 +114,44 @@ func TestRedisStoppedFallbackEveryPolicyOrder(t *testing.T) {
 		})
 	}
 }
+
+// A store already wrapped by limit.WithFailurePolicy keeps its own
+// settings: with Redis stopped, its FailClosed refusals carry its Probe
+// (5 s) in RetryInfo, not the interceptor's FailClosedRetryAfter (the
+// default 1 s, or 2 s), with one policy and with two.
+func TestRedisStoppedPreWrappedStoreKeepsItsProbe(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		two   bool
+		retry time.Duration
+	}{
+		{"one policy, default retry", false, 0},
+		{"two policies, retry 2 s", true, 2 * time.Second},
+	} {
+		srv := redistest.StartServer(t)
+		store, err := redislimit.New(srv.Client(t), redislimit.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wrapped, err := limit.WithFailurePolicy(store, limit.FailureOptions{Mode: limit.FailClosed, Probe: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps := []grpclimit.Policy{{Name: "per-peer", Limit: limit.FixedWindow(100, time.Hour)}}
+		if c.two {
+			ps = append(ps, grpclimit.Policy{Name: "all", Limit: limit.TokenBucket(100, limit.PerSecond(10)), Key: grpclimit.KeyConst("all")})
+		}
+		cl := serveHealth(t, grpclimit.Options{Policies: ps, Store: wrapped, FailClosedRetryAfter: c.retry})
+		if _, err := check(t, cl); err != nil {
+			t.Fatalf("%s, Redis up: %v", c.name, err)
+		}
+		srv.Kill()
+		_, err = check(t, cl)
+		if status.Code(err) != codes.Unavailable {
+			t.Fatalf("%s, Redis down: %v, want Unavailable", c.name, err)
+		}
+		if d, ok := grpclimit.RetryDelay(err); !ok || d != 5*time.Second {
+			t.Errorf("%s: RetryInfo %v %v, want 5 s (the wrapped store's Probe)", c.name, d, ok)
+		}
+	}
+}

@@ -128,7 +128,10 @@ func CostContentLength(unit, min int64) CostFunc {
 		if r.ContentLength <= 0 {
 			return min
 		}
-		c := (r.ContentLength + unit - 1) / unit
+		c := r.ContentLength / unit // rounded up below: adding unit-1 first could overflow
+		if r.ContentLength%unit != 0 {
+			c++
+		}
 		if c < min {
 			return min
 		}

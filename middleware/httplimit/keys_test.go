@@ -1,11 +1,16 @@
 package httplimit_test
 
 import (
+	"bufio"
 	"context"
+	"fmt"
 	"io"
+	"math"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -210,5 +215,46 @@ func TestCostContentLengthOnServer(t *testing.T) {
 	}
 	if got := httplimit.CostContentLength(0, 0)(httptest.NewRequest("POST", "/", strings.NewReader("abc"))); got != 3 {
 		t.Errorf("unit 0 (taken as 1 byte): cost %d, want 3", got)
+	}
+}
+
+// A declared length near the largest int64 costs its size, not min: a
+// client cannot make a huge upload cheap by overflowing the rounding. On a
+// real server, such a Content-Length is refused by a budget of 100 KiB.
+func TestCostContentLengthHugeDeclaredLength(t *testing.T) {
+	cost := httplimit.CostContentLength(1024, 1)
+	for _, n := range []int64{math.MaxInt64, math.MaxInt64 - 1, math.MaxInt64 - 1023, 1<<62 + 1} {
+		r := httptest.NewRequest("POST", "/", nil)
+		r.ContentLength = n
+		want := n / 1024
+		if n%1024 != 0 {
+			want++
+		}
+		if got := cost(r); got != want {
+			t.Errorf("Content-Length %d: cost %d, want %d", n, got, want)
+		}
+	}
+
+	clk := newFakeClock()
+	m := newMiddleware(t, httplimit.Options{Store: memStore(t, clk), Now: clk.Now, Cost: cost,
+		Policies: []httplimit.Policy{{Name: "bytes", Limit: limit.FixedWindow(100, time.Hour), Key: httplimit.KeyConst("all")}}})
+	var served atomic.Int64
+	ts := startServer(t, m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		served.Add(1)
+	})))
+	conn, err := net.Dial("tcp", ts.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s", int64(math.MaxInt64), strings.Repeat("x", 4096))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests || served.Load() != 0 {
+		t.Errorf("Content-Length %d on a budget of 100 units: status %d, handler ran %d times; want 429, 0",
+			int64(math.MaxInt64), resp.StatusCode, served.Load())
 	}
 }

@@ -262,3 +262,42 @@ func TestRedisStoppedFallbackEveryPolicyOrder(t *testing.T) {
 		})
 	}
 }
+
+// A store already wrapped by limit.WithFailurePolicy keeps its own
+// settings (Options.StoreTimeout): with Redis stopped, its FailClosed
+// refusals ask for its Probe (5 s), not the middleware's
+// FailClosedRetryAfter (its default 1 s, or 1.5 s here), with one policy
+// and with two.
+func TestRedisStoppedPreWrappedStoreKeepsItsProbe(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		two   bool
+		retry time.Duration
+	}{
+		{"one policy, default retry", false, 0},
+		{"two policies, retry 1.5 s", true, 1500 * time.Millisecond},
+	} {
+		srv, o, _ := redisOptions(t, httplimit.FailOpen) // the middleware's mode: not the one used
+		wrapped, err := limit.WithFailurePolicy(o.Store, limit.FailureOptions{Mode: limit.FailClosed, Probe: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Store, o.FailClosedRetryAfter, o.MetricsProvider = wrapped, c.retry, nil
+		if c.two {
+			o.Policies = append(o.Policies, httplimit.Policy{Name: "all", Limit: limit.TokenBucket(100, limit.PerSecond(10)), Key: httplimit.KeyConst("all")})
+		}
+		ts := serve(t, o)
+		if res := get(t, ts); res.code != 200 {
+			t.Fatalf("%s, Redis up: %d", c.name, res.code)
+		}
+		srv.Kill()
+		res := get(t, ts)
+		if res.code != 503 || res.h.Get("Retry-After") != "5" {
+			t.Errorf("%s, Redis down: %d Retry-After %q; want 503, Retry-After 5 (the wrapped store's Probe)",
+				c.name, res.code, res.h.Get("Retry-After"))
+		}
+		if p := problem(t, res); p["retry-after"] != float64(5) {
+			t.Errorf("%s: problem %v; want retry-after 5", c.name, p)
+		}
+	}
+}

@@ -5,6 +5,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"sync"
@@ -151,7 +152,7 @@ func (e *Engine) Decide(ctx context.Context, keys []string, cost int64, o *Outco
 		if dec.Mode == FailFallback {
 			e.settle(o)
 		} else {
-			e.failed(o, dec.Mode)
+			e.failed(o, dec.Mode, decidedRetry(o))
 		}
 		return
 	}
@@ -161,7 +162,21 @@ func (e *Engine) Decide(ctx context.Context, keys []string, cost int64, o *Outco
 			return
 		}
 	}
-	e.failed(o, e.c.Mode)
+	e.failed(o, e.c.Mode, 0)
+}
+
+// decidedRetry is the retry delay the store's own failure policy gave a
+// request it refused (its Probe), 0 if none: a store wrapped by
+// limit.WithFailurePolicy before it reached the middleware keeps its
+// settings.
+func decidedRetry(o *Outcome) time.Duration {
+	var retry time.Duration
+	for i := range o.Results[:o.N] {
+		if r := &o.Results[i]; !r.Allowed {
+			retry = max(retry, r.RetryAfter)
+		}
+	}
+	return retry
 }
 
 // decide calls b with the store timeout applied.
@@ -174,13 +189,14 @@ func (e *Engine) decide(ctx context.Context, b Backend, ps []int, ks []string, c
 	return b.Decide(ctx, ps, ks, cost, out)
 }
 
-// failed sets o for a store failure the fallback did not cover.
-func (e *Engine) failed(o *Outcome, mode FailMode) {
+// failed sets o for a store failure the fallback did not cover; a
+// fail-closed refusal asks for retry, or FailRetry when retry is 0.
+func (e *Engine) failed(o *Outcome, mode FailMode, retry time.Duration) {
 	result := limitcore.ResultFailedOpen
 	o.Action = Allow
 	if mode == FailClosed {
 		result = limitcore.ResultFailedClosed
-		o.Action, o.RetryAfter = FailDenied, e.c.FailRetry
+		o.Action, o.RetryAfter = FailDenied, cmp.Or(retry, e.c.FailRetry)
 	}
 	e.countAll(o, result)
 	o.N = 0
