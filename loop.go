@@ -166,7 +166,7 @@ func (l *loop) release(now time.Time, tick bool) {
 	}
 	l.applySettled()
 	for p := l.ready.front(); p != nil; p = l.ready.front() {
-		if l.cfg.maxConcurrent > 0 && l.b.inflight.Load() >= int64(l.cfg.maxConcurrent) {
+		if l.atConcurrencyLimit() {
 			break
 		}
 		n := len(p.ops)
@@ -187,9 +187,22 @@ func (l *loop) release(now time.Time, tick bool) {
 }
 
 // releaseFree lets batches of zero cost pass a head that waits for credit
-// (see readyQueue.eachFree).
+// (see readyQueue.eachFree), while the concurrency limit allows: they need
+// no credit, but each is a callback in flight.
 func (l *loop) releaseFree(now time.Time) {
-	l.ready.eachFree(func(p *pending) { l.dispatch(p, len(p.ops), now) })
+	l.ready.eachFree(func(p *pending) bool {
+		if l.atConcurrencyLimit() {
+			return false
+		}
+		l.dispatch(p, len(p.ops), now)
+		return true
+	})
+}
+
+// atConcurrencyLimit reports whether WithMaxConcurrentBatches' limit of
+// callbacks in flight is reached.
+func (l *loop) atConcurrencyLimit() bool {
+	return l.cfg.maxConcurrent > 0 && l.b.inflight.Load() >= int64(l.cfg.maxConcurrent)
 }
 
 // applySettled takes the costs reported by the callbacks that returned

@@ -102,18 +102,20 @@ func (q *readyQueue) done(p *pending) {
 // eachFree calls release with the ready batches of zero cost that may pass a
 // head waiting for credit, since they need none: those whose watcher has no
 // earlier batch waiting (a watcher's operations keep their order). release
-// must take every operation of the batch it is given.
-func (q *readyQueue) eachFree(release func(p *pending)) {
+// either takes every operation of the batch it is given and returns true,
+// or takes none and returns false, which ends the walk.
+func (q *readyQueue) eachFree(release func(p *pending) bool) {
 	if q.free == 0 {
 		return
 	}
 	if q.fair != nil {
+		stopped := false
 		q.fair.heads(func(p *pending) bool {
-			if p.cost != 0 {
+			if stopped || p.cost != 0 {
 				return false
 			}
-			release(p)
-			return true
+			stopped = !release(p)
+			return !stopped
 		})
 		return
 	}
@@ -123,7 +125,9 @@ func (q *readyQueue) eachFree(release func(p *pending)) {
 			continue
 		}
 		if p.cost == 0 && !waiting[p.w] {
-			release(p)
+			if !release(p) {
+				return
+			}
 			continue
 		}
 		waiting[p.w] = true

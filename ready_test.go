@@ -72,9 +72,10 @@ func TestReadyQueueSteps(t *testing.T) {
 			}
 
 			var passed []string
-			q.eachFree(func(p *pending) {
+			q.eachFree(func(p *pending) bool {
 				passed = append(passed, p.w.(*Watcher).Name())
 				q.take(p, len(p.ops))
+				return true
 			})
 			if !slices.Equal(passed, []string{"b"}) {
 				t.Fatalf("free batches past the waiting head: %v, want [b] (a's own waits behind its head)", passed)
@@ -112,7 +113,10 @@ func TestReadyQueueFreeCount(t *testing.T) {
 	q.take(free, 1) // the free batch goes: none is left
 	q.done(free)
 	q.push(readyBatch(w, 1))
-	q.eachFree(func(p *pending) { t.Fatalf("eachFree called with a batch of cost %d", p.cost) })
+	q.eachFree(func(p *pending) bool {
+		t.Fatalf("eachFree called with a batch of cost %d", p.cost)
+		return false
+	})
 	if q.free != 0 {
 		t.Fatalf("free = %d after the free batch went, want 0", q.free)
 	}

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/costwise/batcher"
 )
@@ -278,6 +279,67 @@ func TestPromiseMaxConcurrentBatches(t *testing.T) {
 			}
 			if got := most.Load(); got != want {
 				t.Fatalf("at most %d callbacks ran at once, want %d", got, want)
+			}
+			waitFor(t, "Inflight() back to 0", func() bool { return b.Inflight() == 0 })
+		})
+	}
+}
+
+// WithMaxConcurrentBatches holds for batches of zero cost too: those that
+// pass a head waiting for credit are callbacks in flight like any other
+// (found by a black-box audit: all six ran at once past a limit of 2).
+// Capacity 0 keeps a head of cost 1 waiting; six watchers each have one
+// free operation; in order and under fair release.
+func TestPromiseMaxConcurrentBatchesWithFreeBatches(t *testing.T) {
+	const free, limit = 6, 2
+	for _, fair := range []bool{false, true} {
+		t.Run(fmt.Sprintf("fair %v", fair), func(t *testing.T) {
+			lim := batcher.NewProvisionedResource(100)
+			lim.SetCapacity(0) // MaxCapacity stays 100: the head is accepted and waits
+			b, fc, _ := started(t, func(b *batcher.Batcher) {
+				b.WithRateLimiter(lim).WithMaxConcurrentBatches(limit)
+				if fair {
+					b.WithFairRelease()
+				}
+			})
+			var running, most, startedN atomic.Int64
+			tokens := make(chan struct{})
+			t.Cleanup(func() { close(tokens) })
+			cb := func([]batcher.IOperation) {
+				n := running.Add(1)
+				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+				}
+				startedN.Add(1)
+				<-tokens
+				running.Add(-1)
+			}
+			head := batcher.NewWatcher(func([]batcher.IOperation) { t.Error("the head ran without credit") })
+			if err := b.Enqueue(batcher.NewOperation(head, 1, "head", false)); err != nil {
+				t.Fatal(err)
+			}
+			for i := range free {
+				if err := b.Enqueue(batcher.NewOperation(batcher.NewWatcher(cb), 0, i, false)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := range free - limit + 1 {
+				want := int64(min(limit+i, free))
+				waitFor(t, fmt.Sprintf("%d free callbacks started", want), func() bool {
+					fc.Advance(100 * time.Millisecond) // flushes: each release looks again
+					return startedN.Load() >= want
+				})
+				if got := b.Inflight(); got > limit {
+					t.Fatalf("Inflight() = %d, above the limit %d", got, limit)
+				}
+				if i < free-limit {
+					tokens <- struct{}{}
+				}
+			}
+			for range limit {
+				tokens <- struct{}{}
+			}
+			if got := most.Load(); got != limit {
+				t.Fatalf("at most %d callbacks ran at once, want %d", got, limit)
 			}
 			waitFor(t, "Inflight() back to 0", func() bool { return b.Inflight() == 0 })
 		})
