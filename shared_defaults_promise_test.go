@@ -84,3 +84,23 @@ func startShared(t *testing.T, r *batcher.SharedResource) context.Context {
 	t.Cleanup(r.Stop)
 	return ctx
 }
+
+// TestPromiseReadmeSharedOneLiner runs README's in-process shared resource
+// as written: 20,000 in 20 partitions of 1,000, all held by a lone
+// instance that asks for them. Without the factor the line would need
+// 20,000 partitions, which Provision refuses (at most 500): the README once
+// showed it so.
+func TestPromiseReadmeSharedOneLiner(t *testing.T) {
+	r := batcher.NewSharedResource(batcher.NewMemoryLeaseManager(), 20000).WithFactor(1000)
+	startShared(t, r)
+	if got := r.Stats().Partitions; got != 20 {
+		t.Fatalf("%d partitions, want 20", got)
+	}
+	r.GiveMe(20000)
+	waitFor(t, "capacity 20000", func() bool { return r.Capacity() == 20000 })
+	var tooMany batcher.PartitionsOutOfRangeError
+	err := batcher.NewSharedResource(batcher.NewMemoryLeaseManager(), 20000).Provision(context.Background())
+	if !errors.As(err, &tooMany) {
+		t.Fatalf("factor 1: Provision = %v, want PartitionsOutOfRangeError", err)
+	}
+}

@@ -76,3 +76,25 @@ func TestPromiseRedisSharedCapacity(t *testing.T) {
 	}
 	eventually(t, 5*time.Second, "capacity 507 kept", func() bool { return res.Capacity() == 500+reserved })
 }
+
+// TestPromiseReadmeOneLiner runs README's shared resource on Redis as it is
+// written, with the options a user gets: 20,000 in 20 partitions of 1,000,
+// all held by a lone instance. (Without the factor the same line needs
+// 20,000 partitions and Provision refuses it: the README once showed it so.)
+func TestPromiseReadmeOneLiner(t *testing.T) {
+	c := sharedClient(t)
+	prefix := testPrefix(t, c)
+	ctx := ctxFor(t)
+	res := redislease.NewSharedResource(c, prefix, 20000).WithFactor(1000)
+	mustNil(t, res.Provision(ctx))
+	mustNil(t, res.Start(ctx))
+	defer res.Stop()
+	res.GiveMe(20000)
+	eventually(t, 10*time.Second, "capacity 20000 in 20 partitions", func() bool {
+		return res.Capacity() == 20000 && res.Stats().Held == 20
+	})
+	var tooMany sharing.PartitionsOutOfRangeError
+	if err := redislease.NewSharedResource(c, prefix+"-bare", 20000).Provision(ctx); !errors.As(err, &tooMany) {
+		t.Fatalf("factor 1: Provision = %v, want PartitionsOutOfRangeError", err)
+	}
+}
