@@ -2,6 +2,8 @@ package http1
 
 import (
 	"bufio"
+	"bytes"
+	"cmp"
 	"context"
 	"io"
 	"net"
@@ -60,6 +62,31 @@ func (s *Server) newConn(rwc net.Conn) *conn {
 func (s *Server) timeoutAt(d time.Duration) int64 {
 	if d > 0 {
 		return s.now() + int64(d)
+	}
+	return 0
+}
+
+// headerEnd ends a request's header on the fast path.
+var headerEnd = []byte("\r\n\r\n")
+
+// headerDeadline is when the header of a request begun at start must be
+// in: ReadHeaderTimeout after it, or ReadTimeout when that is 0, as in
+// net/http; 0 for none.
+func (s *Server) headerDeadline(start int64) int64 {
+	return deadlineFrom(start, cmp.Or(s.ReadHeaderTimeout, s.ReadTimeout))
+}
+
+// requestDeadline is when the whole of a request begun at start, body
+// included, must be in: ReadTimeout after it, or ReadHeaderTimeout when
+// that is 0 (where net/http sets none: the fast path keeps its small
+// bodies bounded); 0 for none.
+func (s *Server) requestDeadline(start int64) int64 {
+	return deadlineFrom(start, cmp.Or(s.ReadTimeout, s.ReadHeaderTimeout))
+}
+
+func deadlineFrom(start int64, d time.Duration) int64 {
+	if d > 0 {
+		return start + int64(d)
 	}
 	return 0
 }
@@ -125,10 +152,12 @@ func (c *conn) next() (parseResult, error) {
 			return 0, err
 		}
 		c.idle.Store(false)
-		c.deadline.Store(s.timeoutAt(s.ReadHeaderTimeout))
-	} else {
-		c.deadline.Store(s.timeoutAt(s.ReadHeaderTimeout))
 	}
+	// The request's deadlines run from its first byte, as in net/http: the
+	// header's, then, once the header is in, the whole request's.
+	start := s.now()
+	c.deadline.Store(s.headerDeadline(start))
+	inHeader, scanned := true, 0 // scanned: bytes of c.buf[c.r:] searched for the header's end
 	for {
 		res := parse(c.buf[c.r:c.w], c.srv.routes, c.lim, c.afterPost, &c.parsed)
 		if res == handOff && c.served && c.w-c.r < 4 {
@@ -138,6 +167,14 @@ func (c *conn) next() (parseResult, error) {
 		}
 		if res != needMore {
 			return res, nil
+		}
+		if inHeader {
+			from := c.r + max(scanned-3, 0)
+			if bytes.Contains(c.buf[from:c.w], headerEnd) {
+				inHeader = false
+				c.deadline.Store(s.requestDeadline(start))
+			}
+			scanned = c.w - c.r
 		}
 		if err := c.fill(); err != nil {
 			// The client ended a request half-way: net/http answers

@@ -144,3 +144,67 @@ func TestHeaderLimitExact(t *testing.T) {
 		}
 	}
 }
+
+// TestFastPathBodyUnderReadTimeout: on the fast path, as in net/http,
+// ReadHeaderTimeout bounds the header alone and ReadTimeout the whole
+// request: a body that trickles in for longer than the header's timeout,
+// within the request's, is served (it was cut at the header's timeout).
+func TestFastPathBodyUnderReadTimeout(t *testing.T) {
+	ts := newTestServer(t, func(s *Server) {
+		s.ReadHeaderTimeout = 150 * time.Millisecond
+		s.ReadTimeout = 5 * time.Second
+	})
+	c := ts.dial(t)
+	c.send("POST /echo HTTP/1.1\r\nHost: test\r\nContent-Length: 5\r\n\r\n")
+	for _, b := range "hello" {
+		time.Sleep(100 * time.Millisecond) // 500 ms in all: past the header's 150 ms
+		c.send(string(b))
+	}
+	if _, body := c.answer("POST"); body != "fast POST /echo host=test key= body=hello" {
+		t.Fatalf("a slow body within ReadTimeout: %q", body)
+	}
+}
+
+// TestFastPathReadTimeoutBoundsWholeRequest: a ReadTimeout shorter than
+// ReadHeaderTimeout ends a request whose body is still coming once it has
+// passed, counted from the request's first byte, whether the header
+// arrived at once or slowly (net/http leaves the header its own timeout).
+func TestFastPathReadTimeoutBoundsWholeRequest(t *testing.T) {
+	ts := newTestServer(t, func(s *Server) {
+		s.ReadHeaderTimeout = 5 * time.Second
+		s.ReadTimeout = 300 * time.Millisecond
+	})
+	for _, slowHeader := range []bool{false, true} {
+		c := ts.dial(t)
+		start := time.Now()
+		head := "POST /echo HTTP/1.1\r\nHost: test\r\nContent-Length: 50\r\n\r\n"
+		rest := head
+		if slowHeader {
+			c.send(head[:10])
+			time.Sleep(400 * time.Millisecond) // past ReadTimeout, within ReadHeaderTimeout
+			rest = head[10:]
+		}
+		c.send(rest)
+		stop := make(chan struct{})
+		go func() { // the body keeps coming, one byte every 50 ms, until the server ends it
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(50 * time.Millisecond):
+				}
+				if _, err := c.c.Write([]byte("x")); err != nil {
+					return
+				}
+			}
+		}()
+		ended := c.ended()
+		close(stop)
+		if !ended {
+			t.Fatalf("slow header %v: a body still coming past ReadTimeout kept the connection open", slowHeader)
+		}
+		if d := time.Since(start); d < 300*time.Millisecond || d > 5*time.Second {
+			t.Fatalf("slow header %v: connection ended after %v, want after ReadTimeout (300 ms) and before 5 s", slowHeader, d)
+		}
+	}
+}

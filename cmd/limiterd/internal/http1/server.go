@@ -67,14 +67,14 @@ type Server struct {
 	// Routes are served on the fast path.
 	Routes []Route
 	// ReadHeaderTimeout bounds the time from a request's first byte until
-	// the whole request is read on the fast path (bodies there are small),
-	// and is net/http's ReadHeaderTimeout on handed-off connections. Zero
-	// means none.
+	// its header is read, on the fast path and in net/http, where it is
+	// the ReadHeaderTimeout of handed-off connections. Zero means
+	// ReadTimeout.
 	ReadHeaderTimeout time.Duration
-	// ReadTimeout is net/http's ReadTimeout on handed-off connections: it
-	// bounds the reading of a whole request, body included, which may be
-	// chunked or large there. Zero means none. (On the fast path,
-	// ReadHeaderTimeout already bounds the whole request.)
+	// ReadTimeout bounds the time from a request's first byte until the
+	// whole request, body included, is read, on the fast path and in
+	// net/http. Zero means none in net/http and ReadHeaderTimeout on the
+	// fast path, whose bodies stay bounded.
 	ReadTimeout time.Duration
 	// IdleTimeout bounds the wait for the next request on a keep-alive
 	// connection, on the fast path and in net/http. Zero means none.
@@ -257,7 +257,7 @@ func (s *Server) forget(c *conn) {
 // shortest timeout, until the server closes.
 func (s *Server) sweep() {
 	every := time.Second
-	for _, d := range []time.Duration{s.ReadHeaderTimeout, s.IdleTimeout, s.WriteTimeout} {
+	for _, d := range []time.Duration{s.ReadHeaderTimeout, s.ReadTimeout, s.IdleTimeout, s.WriteTimeout} {
 		if d > 0 {
 			every = min(every, d/8)
 		}

@@ -1,9 +1,11 @@
 package service
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"math"
 	"net/http"
 	"strconv"
@@ -108,16 +110,34 @@ func (s *server) httpServer() *http1.Server {
 	}
 }
 
-// bodyLimit refuses, with 413, a request whose declared body is larger
-// than max, and cuts a chunked one at max (its handler's read then fails).
+// bodyLimit refuses, with 413, a request whose body is larger than max:
+// at once when its length is declared, and after reading at most max
+// bytes of it when it is not (chunked), before the handler runs, so that
+// a handler that ignores its body (POST /limit) is refused one too.
 func bodyLimit(h http.Handler, max int64) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength > max {
+		tooLarge := func() {
 			w.Header().Set("Connection", "close")
 			http.Error(w, "request body larger than "+strconv.FormatInt(max, 10)+" bytes", http.StatusRequestEntityTooLarge)
+		}
+		if r.ContentLength > max {
+			tooLarge()
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, max)
+		if r.ContentLength < 0 {
+			b, err := io.ReadAll(r.Body)
+			var over *http.MaxBytesError
+			switch {
+			case errors.As(err, &over):
+				tooLarge()
+				return
+			case err != nil:
+				http.Error(w, "reading the request body: "+err.Error(), http.StatusBadRequest)
+				return
+			}
+			r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
+		}
 		h.ServeHTTP(w, r)
 	})
 }

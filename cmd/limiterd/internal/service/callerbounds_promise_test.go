@@ -1,10 +1,12 @@
 package service
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -210,11 +212,15 @@ func testRESTBodyBound(t *testing.T, bound int, args ...string) {
 			t.Errorf("POST /json with a %d-byte body (chunked %v): %d, want 413", bound+1, chunked, got)
 		}
 	}
-	if got := post("/limit", strings.Repeat("x", bound), false); got != http.StatusOK {
-		t.Errorf("POST /limit with a %d-byte body: %d, want 200", bound, got)
-	}
-	if got := post("/limit", strings.Repeat("x", bound+1), false); got != http.StatusRequestEntityTooLarge {
-		t.Errorf("POST /limit with a %d-byte body: %d, want 413", bound+1, got)
+	// POST /limit ignores its body, and is refused one past the bound all
+	// the same, chunked too (a chunked one used to pass, of any size).
+	for _, chunked := range []bool{false, true} {
+		if got := post("/limit", strings.Repeat("x", bound), chunked); got != http.StatusOK {
+			t.Errorf("POST /limit with a %d-byte body (chunked %v): %d, want 200", bound, chunked, got)
+		}
+		if got := post("/limit", strings.Repeat("x", bound+1), chunked); got != http.StatusRequestEntityTooLarge {
+			t.Errorf("POST /limit with a %d-byte body (chunked %v): %d, want 413", bound+1, chunked, got)
+		}
 	}
 }
 
@@ -277,6 +283,57 @@ func TestPromiseRESTHeaderBoundDefault(t *testing.T) {
 			}
 			if r.StatusCode != want {
 				t.Errorf("POST %s with a %d KiB header field: %d, want %d", c.path, kib, r.StatusCode, want)
+			}
+		}
+	}
+}
+
+// TestPromiseRESTReadTimeoutsOnEveryPath: the read-header timeout bounds
+// the header and the read timeout the whole request, body included, on
+// POST /limit and POST /json with a declared length (served on the fast
+// path, where the header's timeout used to cut the body) as with a chunked
+// body (net/http). Here 300 ms and 3 s: a body sent over 900 ms is served.
+func TestPromiseRESTReadTimeoutsOnEveryPath(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "gw.yaml", envoyRules)
+	p := start(t, "", "--rules", dir, "--read-header-timeout", "300ms", "--read-timeout", "3s")
+	jsonBody := `{"domain":"gw","descriptors":[{"entries":[{"key":"k","value":"v"}]}]}`
+	for _, c := range []struct{ path, body, key string }{
+		{"/limit", "0123456789", "slow-body"},
+		{"/json", jsonBody, ""},
+	} {
+		for _, chunked := range []bool{false, true} {
+			conn, err := net.Dial("tcp", p.http)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+			framing := fmt.Sprintf("Content-Length: %d", len(c.body))
+			if chunked {
+				framing = "Transfer-Encoding: chunked"
+			}
+			fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: x\r\nX-Client-Key: %s\r\n%s\r\n\r\n", c.path, c.key, framing)
+			parts := []string{c.body[:len(c.body)/3], c.body[len(c.body)/3 : 2*len(c.body)/3], c.body[2*len(c.body)/3:]}
+			for _, part := range parts {
+				time.Sleep(300 * time.Millisecond) // 900 ms in all: three header timeouts
+				if chunked {
+					part = fmt.Sprintf("%x\r\n%s\r\n", len(part), part)
+				}
+				if _, err := io.WriteString(conn, part); err != nil {
+					t.Fatalf("%s (chunked %v): the connection was closed while the body came: %v", c.path, chunked, err)
+				}
+			}
+			if chunked {
+				_, _ = io.WriteString(conn, "0\r\n\r\n")
+			}
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil {
+				t.Fatalf("%s (chunked %v): no answer to a body within the read timeout: %v", c.path, chunked, err)
+			}
+			resp.Body.Close()
+			conn.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Errorf("%s (chunked %v): status %d, want 200", c.path, chunked, resp.StatusCode)
 			}
 		}
 	}

@@ -36,6 +36,9 @@ func TestConfigRefusedWithOneLine(t *testing.T) {
 		{"redis without address", "store: redis\nbackends:\n  redis: {addr: ''}\n", "backends.redis.addr: missing"},
 		{"cold lease too short", "store: redis\nbackends:\n  redis: {local_allowance: true, cold_lease: 100ms}\n", "backends.redis.cold_lease: must be 0 (off) or from 1s to 1h"},
 		{"cold lease without allowances", "store: redis\nbackends:\n  redis: {local_allowance: false, cold_lease: 1m}\n", "backends.redis.cold_lease: needs backends.redis.local_allowance"},
+		{"rules directory missing", "envoy: {rules_dir: /nonexistent-limiterd-rules}\n", "envoy.rules_dir: /nonexistent-limiterd-rules (--rules) is not a directory"},
+		{"size out of range, in plain digits", "limits: {max_header_bytes: 100000000}\n", "limits.max_header_bytes: must be between 1024 and 16777216, not 100000000"},
+		{"duration out of range, as a duration", "envoy: {expiration_jitter_max: -1s}\n", "envoy.expiration_jitter_max: must be between 0s and 24h0m0s, not -1s"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

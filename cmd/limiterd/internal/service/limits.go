@@ -3,6 +3,7 @@ package service
 import (
 	"flag"
 	"math"
+	"strconv"
 	"time"
 )
 
@@ -124,6 +125,7 @@ type rangeCheck struct {
 	value    float64
 	min, max float64
 	set      bool // false: the field is absent (a nil pointer), not checked here
+	dur      bool // a duration, in nanoseconds: said as one
 }
 
 const (
@@ -149,20 +151,20 @@ func (c *Config) ranges() []rangeCheck {
 		return float64(*p), true
 	}
 	n := func(field string, v int64, min, max float64) rangeCheck {
-		return rangeCheck{field, float64(v), min, max, true}
+		return rangeCheck{field, float64(v), min, max, true, false}
 	}
 	d := func(field string, v time.Duration, min, max time.Duration) rangeCheck {
-		return rangeCheck{field, float64(v), float64(min), float64(max), true}
+		return rangeCheck{field, float64(v), float64(min), float64(max), true, true}
 	}
 	capacity, capSet := f(a.Capacity)
 	rate, rateSet := f(a.Rate)
 	window, winSet := i(a.WindowSize)
 	maxReq, maxSet := i(a.MaxRequests)
 	return []rangeCheck{
-		{"algo_settings.capacity", capacity, 0.001, maxTokens, capSet},
-		{"algo_settings.rate", rate, 1e-6, maxTokens, rateSet},
-		{"algo_settings.window_size", window, 1, year, winSet},
-		{"algo_settings.max_requests", maxReq, 1, maxTokens, maxSet},
+		{"algo_settings.capacity", capacity, 0.001, maxTokens, capSet, false},
+		{"algo_settings.rate", rate, 1e-6, maxTokens, rateSet, false},
+		{"algo_settings.window_size", window, 1, year, winSet, false},
+		{"algo_settings.max_requests", maxReq, 1, maxTokens, maxSet, false},
 		n("backends.in_memory.default_ttl", m.DefaultTTL, 1, year),
 		n("backends.in_memory.eviction_time", m.EvictionTime, 1, year),
 		n("backends.in_memory.shards_count", m.ShardsCount, 1, 1<<16),
@@ -189,7 +191,7 @@ func (c *Config) ranges() []rangeCheck {
 		d("servers.grpc_max_connection_age", s.GRPCMaxConnectionAge, 0, 24*365*time.Hour),
 		d("servers.grpc_max_connection_age_grace", s.GRPCMaxConnectionAgeGrace, 0, 24*365*time.Hour),
 		n("backends.redis.pool_size", r.PoolSize, 0, 1<<16),
-		{"envoy.near_limit_ratio", c.Envoy.NearLimitRatio, 0, 1, true},
+		{"envoy.near_limit_ratio", c.Envoy.NearLimitRatio, 0, 1, true, false},
 		n("envoy.local_cache_size_in_bytes", c.Envoy.LocalCacheBytes, 0, maxBytes),
 		d("envoy.expiration_jitter_max", c.Envoy.ExpirationJitterMax, 0, 24*time.Hour),
 	}
@@ -204,22 +206,13 @@ func (c *Config) validateRanges() error {
 		if math.IsNaN(r.value) {
 			return c.errField(r.field, "must be a number")
 		}
-		if _, dur := durationField(r.field); dur {
+		if r.dur {
 			return c.errField(r.field, "must be between %v and %v, not %v",
 				time.Duration(r.min), time.Duration(r.max), time.Duration(r.value))
 		}
-		return c.errField(r.field, "must be between %v and %v, not %v", r.min, r.max, r.value)
+		num := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
+		return c.errField(r.field, "must be between %s and %s, not %s", num(r.min), num(r.max), num(r.value))
 	}
 	return nil
 }
 
-// durationField reports whether field, a dotted path, is a duration.
-func durationField(field string) (string, bool) {
-	for _, sec := range []string{"servers."} {
-		if len(field) > len(sec) && field[:len(sec)] == sec {
-			kind, _ := configSchema["servers"].(map[string]any)[field[len(sec):]].(string)
-			return kind, kind == kindDur
-		}
-	}
-	return "", false
-}

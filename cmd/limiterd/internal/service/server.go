@@ -190,7 +190,7 @@ func (s *server) buildEnvoy(rdb redis.UniversalClient) error {
 		read = rt.files
 	}
 	if !dirExists(dir) {
-		return &envoyrl.ConfigError{File: dir, Reason: "not a directory"}
+		return s.cfg.errField("envoy.rules_dir", "%s (--rules) is not a directory", dir)
 	}
 	s.rules = &ruleWatcher{dir: dir, read: read, svc: s.envoy, log: s.log, metrics: s.metrics, parse: parse, use: s.useRules}
 	_, err := s.rules.load()
