@@ -215,4 +215,3 @@ func (c *Config) validateRanges() error {
 	}
 	return nil
 }
-
