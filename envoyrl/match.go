@@ -24,16 +24,17 @@ type Match struct {
 // envoyproxy/ratelimit does: at each level an entry matches its key_value
 // first, then a wildcard key_value* (in file order), then its key alone;
 // the limit is the one on the level of the descriptor's last entry. A
-// descriptor that carries its own limit (Envoy's limit override) is counted
-// against that. An unknown domain or a descriptor without a rule gives a
-// Match with a nil Limit.
+// descriptor of a known domain that carries its own limit (Envoy's limit
+// override) is counted against that. An unknown domain, with an override
+// or not, or a descriptor without a rule gives a Match with a nil Limit,
+// as in envoyproxy/ratelimit.
 func (r *Rules) Match(domain string, d *rlv3.RateLimitDescriptor) Match {
-	if o := d.GetLimit(); o != nil {
-		return overrideMatch(domain, d, o)
-	}
 	dom := r.domains[domain]
 	if dom == nil {
 		return Match{}
+	}
+	if o := d.GetLimit(); o != nil {
+		return overrideMatch(domain, d, o)
 	}
 	var m Match
 	level, prev := dom.children, dom
@@ -72,14 +73,18 @@ func (r *Rules) Match(domain string, d *rlv3.RateLimitDescriptor) Match {
 	}
 	m.Rule = m.Limit.Rule
 	if m.Limit.DetailedMetric {
-		m.Rule = detailedRule(domain, entries, m.Share)
+		// As envoyproxy/ratelimit names it: key_value for every entry, an
+		// empty value too ("key_"), unless a shared wildcard matched, when
+		// that entry shows its pattern and the others drop an empty value.
+		m.Rule = detailedRule(domain, entries, m.Share, len(m.Share) == 0)
 	}
 	return m
 }
 
 // detailedRule is the rule label with the descriptor's values, shared
-// wildcard values kept as their pattern.
-func detailedRule(domain string, entries []*rlv3.RateLimitDescriptor_Entry, share []string) string {
+// wildcard values kept as their pattern; an empty value is written as
+// key_ when keepEmpty is set, as key otherwise.
+func detailedRule(domain string, entries []*rlv3.RateLimitDescriptor_Entry, share []string, keepEmpty bool) string {
 	var b strings.Builder
 	b.WriteString(domain)
 	for i, e := range entries {
@@ -89,7 +94,7 @@ func detailedRule(domain string, entries []*rlv3.RateLimitDescriptor_Entry, shar
 		if i < len(share) && share[i] != "" {
 			v = share[i]
 		}
-		if v != "" {
+		if v != "" || keepEmpty {
 			b.WriteByte('_')
 			b.WriteString(v)
 		}
@@ -100,7 +105,7 @@ func detailedRule(domain string, entries []*rlv3.RateLimitDescriptor_Entry, shar
 // overrideMatch is the limit a descriptor brings with it.
 func overrideMatch(domain string, d *rlv3.RateLimitDescriptor, o *rlv3.RateLimitDescriptor_RateLimitOverride) Match {
 	unit := rlsv3.RateLimitResponse_RateLimit_Unit(o.GetUnit())
-	rule := detailedRule(domain, d.GetEntries(), nil)
+	rule := detailedRule(domain, d.GetEntries(), nil, false)
 	l := &Limit{
 		Proto:   &rlsv3.RateLimitResponse_RateLimit{RequestsPerUnit: o.GetRequestsPerUnit(), Unit: unit},
 		Rule:    rule,

@@ -49,9 +49,10 @@ type Limit struct {
 	Rule string
 	// Domain is the domain the limit belongs to.
 	Domain string
-	// quotaMode is the file's quota_mode, shown by Dump; the service does
-	// not act on it.
-	quotaMode bool
+	// QuotaMode limits are counted, and a descriptor over one is answered
+	// OK with its current_limit and nothing remaining, without making the
+	// answer OVER_LIMIT (envoyproxy/ratelimit's per-rule quota_mode).
+	QuotaMode bool
 	// divider is the window length in seconds.
 	divider int64
 }
@@ -197,7 +198,7 @@ func (r *Rules) Dump() string {
 	var b strings.Builder
 	for _, l := range r.Limits() {
 		fmt.Fprintf(&b, "%s: unit=%s requests_per_unit=%d, shadow_mode: %t, quota_mode: %t\n",
-			l.Rule, l.Proto.GetUnit(), l.Proto.GetRequestsPerUnit(), l.ShadowMode, l.quotaMode)
+			l.Rule, l.Proto.GetUnit(), l.Proto.GetRequestsPerUnit(), l.ShadowMode, l.QuotaMode)
 	}
 	return b.String()
 }
@@ -350,7 +351,7 @@ func newLimit(file, domain, path string, dc yamlDescriptor) (*Limit, error) {
 		DetailedMetric: dc.DetailedMetric,
 		Rule:           path,
 		Domain:         domain,
-		quotaMode:      dc.QuotaMode,
+		QuotaMode:      dc.QuotaMode,
 	}
 	if valid {
 		l.divider = UnitSeconds(unit)

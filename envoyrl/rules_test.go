@@ -217,3 +217,39 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// An override on a domain the rules do not name limits nothing, as in
+// envoyproxy/ratelimit, which looks the domain up first.
+func TestMatchOverrideOnUnknownDomain(t *testing.T) {
+	r := mustRules(t, matchRules)
+	d := desc("key1", "value1")
+	d.Limit = &rlv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1, Unit: typev3.RateLimitUnit_MINUTE}
+	if m := r.Match("no-such-domain", d); m.Limit != nil {
+		t.Fatalf("override on an unknown domain: %+v, want no limit", m.Limit)
+	}
+}
+
+// detailed_metric names the rule after the descriptor's values the way
+// envoyproxy/ratelimit names its stats: key_value for every entry, key_
+// for an empty value; a limit override keeps the key alone.
+func TestDetailedMetricRule(t *testing.T) {
+	r := mustRules(t, "domain: d\ndescriptors:\n  - key: det\n    detailed_metric: true\n    rate_limit: {unit: minute, requests_per_unit: 5}\n"+
+		"  - key: org\n    descriptors:\n      - key: team\n        detailed_metric: true\n        rate_limit: {unit: minute, requests_per_unit: 5}\n")
+	for _, c := range []struct {
+		d    *rlv3.RateLimitDescriptor
+		want string
+	}{
+		{desc("det", "x"), "d.det_x"},
+		{desc("det", ""), "d.det_"},
+		{desc("org", "", "team", "a"), "d.org_.team_a"},
+	} {
+		if m := r.Match("d", c.d); m.Rule != c.want {
+			t.Errorf("%v: rule %q, want %q", c.d, m.Rule, c.want)
+		}
+	}
+	o := desc("det", "")
+	o.Limit = &rlv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1, Unit: typev3.RateLimitUnit_MINUTE}
+	if m := r.Match("d", o); m.Rule != "d.det" {
+		t.Errorf("override: rule %q, want d.det", m.Rule)
+	}
+}

@@ -453,8 +453,16 @@ func (s *Service) respond(req *rlsv3.RateLimitRequest, ds []decision, counters [
 			shown, least = st, st.LimitRemaining
 		}
 		if st.Code == rlsv3.RateLimitResponse_OVER_LIMIT {
-			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
-			shown, least = st, 0
+			if d.match.Limit.QuotaMode {
+				// Reported, not enforced: OK with the limit and nothing
+				// left, as envoyproxy/ratelimit answers a quota_mode rule.
+				resp.Statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{
+					Code: rlsv3.RateLimitResponse_OK, CurrentLimit: st.CurrentLimit, LimitRemaining: st.LimitRemaining,
+				}
+			} else {
+				resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+				shown, least = st, 0
+			}
 		}
 		if obs != nil {
 			obs.Descriptor(req.Domain, d.match.Rule, result)

@@ -253,3 +253,40 @@ func TestMemoryStoreSweepDropsExpired(t *testing.T) {
 		t.Fatal("3 shards accepted")
 	}
 }
+
+// A rule with quota_mode is counted and reported but not enforced, as in
+// envoyproxy/ratelimit: past its limit the descriptor is OK, with its
+// current_limit, nothing remaining and no reset, and the answer stays OK;
+// beside a descriptor over an enforced limit the answer is OVER_LIMIT.
+func TestQuotaModeReportsWithoutEnforcing(t *testing.T) {
+	clk := &clock{t: time.Unix(1_000_040, 0)}
+	store, err := NewMemoryStore(MemoryOptions{Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	s := NewService(store, Options{Now: clk.Now})
+	s.SetRules(mustRules(t, "domain: svc\ndescriptors:\n"+
+		"  - key: q\n    quota_mode: true\n    rate_limit: {unit: minute, requests_per_unit: 1}\n"+
+		"  - key: hard\n    rate_limit: {unit: minute, requests_per_unit: 1}\n"))
+	first, err := s.ShouldRateLimit(context.Background(), request(0, desc("q", "x")))
+	if err != nil || first.OverallCode != ok || first.Statuses[0].LimitRemaining != 0 {
+		t.Fatalf("first: %v, %v", first, err)
+	}
+	for range 2 {
+		resp, err := s.ShouldRateLimit(context.Background(), request(0, desc("q", "x")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := resp.Statuses[0]
+		if resp.OverallCode != ok || st.Code != ok || st.CurrentLimit.GetRequestsPerUnit() != 1 || st.LimitRemaining != 0 || st.DurationUntilReset != nil {
+			t.Fatalf("over a quota_mode limit: %v; want OK overall and for the descriptor, its limit, 0 remaining, no reset", resp)
+		}
+	}
+	expect(t, s, request(0, desc("hard", "y")), ok, short{ok, 0, 40})
+	resp, err := s.ShouldRateLimit(context.Background(), request(0, desc("q", "x"), desc("hard", "y")))
+	if err != nil || resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT || resp.Statuses[0].Code != ok ||
+		resp.Statuses[1].Code != rlsv3.RateLimitResponse_OVER_LIMIT {
+		t.Fatalf("quota_mode beside an enforced limit over: %v, %v; want OVER_LIMIT overall, the quota descriptor OK", resp, err)
+	}
+}

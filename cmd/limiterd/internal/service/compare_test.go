@@ -37,6 +37,9 @@ descriptors:
   - key: shadow
     shadow_mode: true
     rate_limit: {unit: hour, requests_per_unit: 1}
+  - key: quota
+    quota_mode: true
+    rate_limit: {unit: hour, requests_per_unit: 2}
   - key: free
     rate_limit: {unlimited: true}
   - key: generic
@@ -89,7 +92,7 @@ func randomRequest(r *rand.Rand) *rlsv3.RateLimitRequest {
 	menu := [][]string{
 		{"user", "u1"}, {"user", "u2"}, {"tenant", "big"}, {"tenant", "small"},
 		{"path", "/api/a"}, {"path", "/api/b"}, {"path", "/web"}, {"file", "img1"}, {"file", "img2"},
-		{"shadow", "s"}, {"free", "f"}, {"generic", "g"}, {"special", "x"}, {"unknown", "v"},
+		{"shadow", "s"}, {"quota", "q"}, {"free", "f"}, {"generic", "g"}, {"special", "x"}, {"unknown", "v"},
 		{"org", "acme", "team", "a"}, {"org", "acme", "team", "core"}, {"org", "other", "team", "a"},
 	}
 	req := &rlsv3.RateLimitRequest{Domain: "cmp", HitsAddend: uint32(r.IntN(4))}
