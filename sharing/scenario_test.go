@@ -412,3 +412,41 @@ func TestSharedRemainderNeverOvercounted(t *testing.T) {
 		t.Fatalf("a lone instance has capacity %d of a shared 1001, want 1001", got)
 	}
 }
+
+// TestSharedStopHandsOverToASettledInstance: with the defaults, an
+// instance that stops while another, settled at its share, still asks for
+// everything, hands its partitions over by that instance's next settled
+// listing: within 2.5 × the max interval (1.25 s), in every start phase.
+// (One that asks after the stop takes them at once: TestSharedRampAlone.)
+func TestSharedStopHandsOverToASettledInstance(t *testing.T) {
+	bound := time.Duration(DefaultMaxInterval) * time.Millisecond * 5 / 2
+	worst := time.Duration(0)
+	for _, offset := range []time.Duration{0, 137 * time.Millisecond, 333 * time.Millisecond, 611 * time.Millisecond, 997 * time.Millisecond} {
+		cfg := issueConfig
+		cfg.instances = 2
+		s := newSim(t, cfg)
+		s.giveMe(0, 20000)
+		s.giveMe(1, 20000)
+		s.runFor(10*time.Second+offset, nil)
+		if got := s.heldAll(); !slices.Equal(got, []int{10, 10}) {
+			t.Fatalf("offset %v: before the stop the instances hold %v, want [10 10]", offset, got)
+		}
+		// Stop instance 0 as Stop does: its loop's shutdown, then no pass.
+		s.inst[0].r.stopped.Store(true)
+		s.inst[0].st.shutdown(s.ctx)
+		s.inst[0].idle = true
+		start := s.clock.Now()
+		for s.held(1) < 20 {
+			s.runFor(5*time.Millisecond, nil)
+			if s.clock.Now().Sub(start) > 3*time.Second {
+				t.Fatalf("offset %v: instance 1 holds %d partitions 3 s after the other stopped", offset, s.held(1))
+			}
+		}
+		took := s.clock.Now().Sub(start)
+		worst = max(worst, took)
+		if took > bound+10*time.Millisecond {
+			t.Errorf("offset %v: instance 1 held everything %v after the stop, want within %v", offset, took, bound)
+		}
+	}
+	t.Logf("hand-over after a stop to a settled instance: at most %v", worst)
+}
