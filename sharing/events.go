@@ -9,7 +9,10 @@ import (
 // constants of the same names in package batcher (go-batcher v1.8.0's).
 const (
 	// CapacityEvent is raised whenever the capacity changes; val is the new
-	// capacity.
+	// capacity. A change the loop sees (leases won, lost or no longer
+	// counting) is raised after the storage call during which it happened,
+	// so at most one call timeout (min(lease/3, 5 s)) late when the store
+	// hangs.
 	CapacityEvent = events.CapacityEvent
 	// TargetEvent is raised when the target changes; val is the new target.
 	TargetEvent = events.TargetEvent

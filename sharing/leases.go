@@ -25,6 +25,13 @@ type callResult struct {
 	err       error
 }
 
+// each is Resource.each for the loop goroutine, followed by noteCapacity.
+func (l *loop) each(ctx context.Context, partitions []int, call func(context.Context, int) error) []callResult {
+	results := l.r.each(ctx, partitions, call)
+	l.noteCapacity()
+	return results
+}
+
 // each calls call for every partition, at most maxParallel at a time, each
 // with its own timeout, and returns when all have returned. The goroutines
 // it starts end before it returns. A panicking lease.Manager becomes an
@@ -155,7 +162,7 @@ func (l *loop) renewDue(ctx context.Context, now time.Time) {
 			return b.RenewBatch(cctx, ps, l.r.owner, l.r.leaseDuration)
 		})
 	} else {
-		results = l.r.each(ctx, due, func(cctx context.Context, p int) error {
+		results = l.each(ctx, due, func(cctx context.Context, p int) error {
 			return l.r.mgr.Renew(cctx, p, l.r.owner, l.r.leaseDuration)
 		})
 	}
@@ -207,6 +214,7 @@ func (l *loop) batch(ctx context.Context, partitions []int, call func(ctx contex
 		}
 		return err
 	}))
+	l.noteCapacity()
 	results := make([]callResult, len(partitions))
 	for i, p := range partitions {
 		results[i] = callResult{partition: p, sent: sent, err: err}
@@ -229,7 +237,7 @@ func (l *loop) acquireCalls(ctx context.Context, partitions []int) []callResult 
 			return b.AcquireBatch(cctx, ps, l.r.owner, l.r.leaseDuration)
 		})
 	}
-	return l.r.each(ctx, partitions, func(cctx context.Context, p int) error {
+	return l.each(ctx, partitions, func(cctx context.Context, p int) error {
 		return l.r.mgr.Acquire(cctx, p, l.r.owner, l.r.leaseDuration)
 	})
 }
@@ -243,7 +251,7 @@ func (l *loop) releaseCalls(ctx context.Context, partitions []int) []callResult 
 			return b.ReleaseBatch(cctx, ps, l.r.owner)
 		})
 	}
-	return l.r.each(ctx, partitions, func(cctx context.Context, p int) error {
+	return l.each(ctx, partitions, func(cctx context.Context, p int) error {
 		return l.r.mgr.Release(cctx, p, l.r.owner)
 	})
 }
@@ -288,6 +296,7 @@ func (l *loop) rebalance(ctx context.Context, wanted, count int, now time.Time) 
 	listed := l.r.clock.Now()
 	snap, err := l.r.mgr.Snapshot(cctx, count)
 	cancel()
+	l.noteCapacity()
 	l.lastList = now
 	if l.r.stats.count(err) != nil {
 		// A listing that failed says nothing of how fast the store answers

@@ -233,7 +233,7 @@ func (l *loop) rotate(wanted, count int, now time.Time) {
 // next pass is due.
 func (l *loop) finishPass(wanted int, now time.Time) (time.Time, bool) {
 	l.publishView()
-	l.r.loopCapacity(l.r.capacityAt(now))
+	l.noteCapacity()
 	l.r.stats.share.Store(int64(l.share))
 	if l.failed {
 		l.failures++
@@ -331,7 +331,9 @@ func (l *loop) provisionAgain(ctx context.Context, count int) {
 			return
 		}
 	}
-	if err := l.r.provisionStore(cctx, count); err != nil {
+	err := l.r.provisionStore(cctx, count)
+	l.noteCapacity()
+	if err != nil {
 		l.fail(ctx, "provision", err)
 		return
 	}
@@ -356,6 +358,7 @@ func (l *loop) publishDemand(ctx context.Context, w uint32, now time.Time, listi
 	cctx, cancel := context.WithTimeout(ctx, l.r.callTimeout())
 	defer cancel()
 	err := l.r.stats.count(l.r.mgr.PublishDemand(cctx, l.r.owner, w, l.r.leaseDuration))
+	l.noteCapacity()
 	if err != nil {
 		l.fail(ctx, "publish demand", err)
 		return
@@ -365,6 +368,14 @@ func (l *loop) publishDemand(ctx context.Context, w uint32, now time.Time, listi
 	// their heartbeats in step, which a store with one record for all of
 	// them (the Azure lease table) would serialise.
 	l.heartbeat = now.Add(l.r.leaseDuration/3 - time.Duration(l.r.random()*float64(l.r.leaseDuration/30)))
+}
+
+// noteCapacity raises the capacity event if Capacity has changed: at the
+// end of a pass, and after each storage call, so that leases that stop
+// counting while a pass waits on a store that hangs are told within one
+// call's timeout, not at the end of a pass of several. Loop goroutine only.
+func (l *loop) noteCapacity() {
+	l.r.loopCapacity(l.r.capacityAt(l.r.clock.Now()))
 }
 
 // callTimeout bounds one storage call, so that a hung call cannot hold the

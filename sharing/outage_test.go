@@ -227,3 +227,49 @@ func TestSharedAcquireAnsweredLate(t *testing.T) {
 	}
 	t.Logf("the leases granted without an answer counted %v after the store answered again", s.clock.Now().Sub(back))
 }
+
+// TestSharedCapacityEventWhileStoreHangs: with a store that hangs (each
+// call held for its timeout), the capacity event that tells listeners the
+// leases stopped counting comes within one call's timeout of the moment
+// Capacity falls, not at the end of a pass of several hung calls (12.5 s
+// late, found by a black-box audit). Fake clock, defaults: the leases,
+// acquired at the start, count until 13 s.
+func TestSharedCapacityEventWhileStoreHangs(t *testing.T) {
+	s := newSim(t, simConfig{instances: 1, shared: 5, reserved: 100})
+	r := s.inst[0].r
+	var eventAt time.Time
+	watching := false
+	r.AddListener(func(event string, val int, _ string, _ interface{}) {
+		if watching && event == CapacityEvent && val == 100 && eventAt.IsZero() {
+			eventAt = s.clock.Now()
+		}
+	})
+	start := s.clock.Now()
+	s.giveMe(0, 105)
+	s.runFor(0, nil)
+	if got := r.Capacity(); got != 105 {
+		t.Fatalf("Capacity() = %d, want 105", got)
+	}
+	watching = true
+	s.runFor(time.Second, nil)
+	s.outage(time.Minute, true)
+	// Acquired at the start and never renewed: they count until 13 s.
+	fall := start.Add(DefaultLeaseDuration - 2*time.Second)
+	for eventAt.IsZero() && s.clock.Now().Sub(start) < 40*time.Second {
+		s.runFor(10*time.Millisecond, nil)
+		if s.clock.Now().Before(fall) && r.Capacity() != 105 {
+			t.Fatalf("at %v Capacity() = %d, want 105 until %v", s.clock.Now().Sub(start), r.Capacity(), fall.Sub(start))
+		}
+	}
+	if got := r.Capacity(); got != 100 {
+		t.Fatalf("Capacity() = %d after the leases stopped counting, want 100", got)
+	}
+	if eventAt.IsZero() {
+		t.Fatal("no capacity event of 100 within 40 s")
+	}
+	lag := eventAt.Sub(fall)
+	t.Logf("the leases stopped counting at %v, the event came at %v (%v later; call timeout %v)", fall.Sub(start), eventAt.Sub(start), lag, r.callTimeout())
+	if lag < 0 || lag > r.callTimeout() {
+		t.Fatalf("the capacity event came %v after the leases stopped counting, want within one call timeout (%v)", lag, r.callTimeout())
+	}
+}
