@@ -3,6 +3,7 @@ package batcher_test
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -245,5 +246,37 @@ func TestPromiseProvisionedMaxCapacityIsTheLargest(t *testing.T) {
 		}
 		fits(step.max, true)
 		fits(step.max+1, false)
+	}
+}
+
+// A callback still running when Stop returns (Stop does not wait for
+// callbacks) that then panics raises its error event after the shutdown
+// event, as docs/batcher.md says: the panic is reported, not lost.
+func TestPromisePanicAfterStopIsReported(t *testing.T) {
+	b, fc, rec := started(t, nil)
+	running, release := make(chan struct{}), make(chan struct{})
+	w := batcher.NewWatcher(func([]batcher.IOperation) {
+		close(running)
+		<-release
+		panic("late")
+	})
+	if err := b.Enqueue(batcher.NewOperation(w, 1, "x", false)); err != nil {
+		t.Fatal(err)
+	}
+	fc.Advance(batcher.DefaultFlushInterval)
+	<-running
+	b.Stop()
+	close(release)
+	if _, ok := rec.WaitFor(ctxTimeout(t), batcher.ErrorEvent, 1); !ok {
+		t.Fatal("no error event for a callback that panicked after Stop")
+	}
+	var names []string
+	for _, e := range rec.Events() {
+		if e.Name == batcher.ShutdownEvent || e.Name == batcher.ErrorEvent {
+			names = append(names, e.Name)
+		}
+	}
+	if !slices.Equal(names, []string{batcher.ShutdownEvent, batcher.ErrorEvent}) {
+		t.Fatalf("events %v, want shutdown then the late panic's error", names)
 	}
 }
