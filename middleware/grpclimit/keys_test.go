@@ -3,6 +3,7 @@ package grpclimit_test
 import (
 	"context"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -131,5 +132,37 @@ func TestKeyContextAndJoinValues(t *testing.T) {
 	}
 	if got := grpclimit.KeyJoin(grpclimit.KeyConst("a"), grpclimit.KeyConst(""))(ctx, "/s/M"); got != "" {
 		t.Errorf("KeyJoin with an empty part = %q, want \"\"", got)
+	}
+}
+
+// KeyMetadata cuts a value at 512 bytes: two API keys that differ only
+// past byte 512 share one counter.
+func TestKeyMetadataCutAt512Bytes(t *testing.T) {
+	long := strings.Repeat("k", 512)
+	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("x-api-key", long+"-first"))
+	if got := grpclimit.KeyMetadata("X-API-Key")(ctx, "/pkg.S/M"); got != long {
+		t.Fatalf("a %d-byte value keyed as %d bytes, want its first 512", len(long)+6, len(got))
+	}
+	c := serveHealth(t, grpclimit.Options{Store: memStore(t, nil),
+		Policies: []grpclimit.Policy{{Name: "per-key", Limit: limit.FixedWindow(1, time.Hour), Key: grpclimit.KeyMetadata("x-api-key")}}})
+	if _, err := check(t, c, "x-api-key", long+"-first"); err != nil {
+		t.Fatalf("first key: %v", err)
+	}
+	if _, err := check(t, c, "x-api-key", long+"-second"); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("a key equal to the first over 512 bytes: %v, want ResourceExhausted (one counter)", err)
+	}
+}
+
+// A cost function that returns a negative cost counts as 0: calls spend
+// nothing, and all pass a limit of 1.
+func TestNegativeCostCountsAsZero(t *testing.T) {
+	c := serveHealth(t, grpclimit.Options{Store: memStore(t, nil),
+		Cost:     func(context.Context, string) int64 { return -5 },
+		Policies: []grpclimit.Policy{{Name: "all", Limit: limit.FixedWindow(1, time.Hour), Key: grpclimit.KeyConst("all")}}})
+	for i := range 3 {
+		md, err := check(t, c)
+		if err != nil || !strings.HasPrefix(first(md, "ratelimit"), `"all";r=1;`) {
+			t.Fatalf("call %d with cost -5: %v, ratelimit %q; want OK with 1 remaining (a store error would fail open without it)", i, err, first(md, "ratelimit"))
+		}
 	}
 }

@@ -258,3 +258,40 @@ func TestCostContentLengthHugeDeclaredLength(t *testing.T) {
 			int64(math.MaxInt64), resp.StatusCode, served.Load())
 	}
 }
+
+// KeyHeader cuts a value at 512 bytes: two API keys that differ only past
+// byte 512 share one counter, and the store is never handed a longer key.
+func TestKeyHeaderCutAt512Bytes(t *testing.T) {
+	key := httplimit.KeyHeader("X-API-Key")
+	long := strings.Repeat("k", 512)
+	r := httptest.NewRequest("GET", "/", nil)
+	r.Header.Set("X-API-Key", long+"-first")
+	if got := key(r); got != long {
+		t.Fatalf("a %d-byte value keyed as %d bytes, want its first 512", len(long)+6, len(got))
+	}
+	clk := newFakeClock()
+	m := newMiddleware(t, httplimit.Options{Store: memStore(t, clk), Now: clk.Now,
+		Policies: []httplimit.Policy{{Name: "per-key", Limit: limit.FixedWindow(1, time.Hour), Key: key}}})
+	ts := startServer(t, m.Handler(okHandler))
+	if code, _ := send(t, ts, "GET", "/", nil, "X-API-Key", long+"-first"); code != 200 {
+		t.Fatalf("first key: %d, want 200", code)
+	}
+	if code, _ := send(t, ts, "GET", "/", nil, "X-API-Key", long+"-second"); code != 429 {
+		t.Fatalf("a key equal to the first over 512 bytes: %d, want 429 (one counter)", code)
+	}
+}
+
+// A cost function that returns a negative cost counts as 0: it spends
+// nothing, so the policy's remaining stays where it was.
+func TestNegativeCostCountsAsZero(t *testing.T) {
+	clk := newFakeClock()
+	m := newMiddleware(t, httplimit.Options{Store: memStore(t, clk), Now: clk.Now,
+		Cost:     func(*http.Request) int64 { return -5 },
+		Policies: []httplimit.Policy{{Name: "all", Limit: limit.FixedWindow(2, time.Hour), Key: httplimit.KeyConst("all")}}})
+	ts := startServer(t, m.Handler(okHandler))
+	for i := range 4 {
+		if code, rl := send(t, ts, "GET", "/", nil); code != 200 || !strings.HasPrefix(rl, `"all";r=2;`) {
+			t.Fatalf("request %d with cost -5: %d, RateLimit %q; want 200 with 2 remaining", i, code, rl)
+		}
+	}
+}
