@@ -105,6 +105,7 @@ type Limiter struct {
 	mu        sync.Mutex // guards the fields below
 	frac      int64      // parts per million of the inner capacity
 	lastStep  time.Time  // growth is counted in steps from here
+	baseFrac  int64      // frac at lastStep: growth is computed from it, not added step by step
 	calmUntil time.Time  // throttling before this is the same episode
 
 	throttles  atomic.Int64 // Throttled calls
@@ -236,7 +237,7 @@ func (l *Limiter) Start(ctx context.Context) error {
 		return err
 	}
 	l.mu.Lock()
-	l.lastStep = l.clock.Now()
+	l.lastStep, l.baseFrac = l.clock.Now(), l.frac
 	l.mu.Unlock()
 	l.startedCap.Store(true)
 	l.listeners.Emit(events.CapacityEvent, int(l.Capacity()), "", nil)
@@ -289,7 +290,7 @@ func (l *Limiter) Throttled(retryAfter time.Duration) {
 	minPPM := int64(math.Ceil(l.minFrac * full))
 	l.frac = max(minPPM, int64(float64(l.frac)*l.decrease))
 	l.calmUntil = now.Add(max(l.cooldown, retryAfter))
-	l.lastStep = l.calmUntil
+	l.lastStep, l.baseFrac = l.calmUntil, l.frac
 	frac := l.frac
 	l.mu.Unlock()
 	l.decreases.Add(1)
@@ -329,7 +330,7 @@ func (l *Limiter) RemoveListener(id uuid.UUID) { l.listeners.Remove(id) }
 func (l *Limiter) advance(now time.Time) int64 {
 	l.mu.Lock()
 	if l.lastStep.IsZero() {
-		l.lastStep = now
+		l.lastStep, l.baseFrac = now, l.frac
 	}
 	if l.frac >= full || !now.After(l.lastStep) {
 		frac := l.frac
@@ -342,9 +343,16 @@ func (l *Limiter) advance(now time.Time) int64 {
 		l.mu.Unlock()
 		return frac
 	}
-	per := int64(l.increase * full * l.step.Seconds())
-	l.frac = min(full, l.frac+max(1, per)*steps)
-	l.lastStep = l.lastStep.Add(time.Duration(steps) * l.step)
+	// The growth of all the steps since lastStep at once, in whole parts
+	// per million: a step worth less than one part is not rounded up, so
+	// the rate per second does not depend on the step.
+	grown := l.baseFrac + int64(l.increase*full*(time.Duration(steps)*l.step).Seconds())
+	if grown <= l.frac {
+		frac := l.frac
+		l.mu.Unlock()
+		return frac
+	}
+	l.frac = min(full, grown)
 	frac := l.frac
 	l.mu.Unlock()
 	l.announce(frac, MsgRecovering)

@@ -3,6 +3,7 @@ package adaptive
 import (
 	"context"
 	"errors"
+	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -218,5 +219,42 @@ func TestListenerMayStop(t *testing.T) {
 	l.Stop()
 	if inner.stopped.Load() != 1 {
 		t.Fatalf("inner stopped %d times", inner.stopped.Load())
+	}
+}
+
+// The growth per second is what WithIncrease says whatever the step:
+// "the increase per second is spread over the steps", also when a step is
+// worth less than one part per million (a black-box audit saw +10 %/s for
+// 1 %/s at a 10-µs step, and four times the rate of WithIncrease(1e-6)).
+// Half the capacity after a decrease of 0.5, then 10 s of growth, read
+// every step or every 37 ms.
+func TestGrowthRateDoesNotDependOnStep(t *testing.T) {
+	for _, c := range []struct {
+		step     time.Duration
+		increase float64
+		want     float64 // fraction after 10 s
+	}{
+		{250 * time.Millisecond, 0.01, 0.6},
+		{time.Millisecond, 0.01, 0.6},
+		{10 * time.Microsecond, 0.01, 0.6},
+		{time.Microsecond, 0.01, 0.6},
+		{250 * time.Millisecond, 1e-6, 0.5 + 1e-5},
+	} {
+		for _, every := range []time.Duration{c.step, 37 * time.Millisecond} {
+			l, fc, _ := started(t, newFixed(1_000_000), func(l *Limiter) {
+				l.WithStep(c.step).WithIncrease(c.increase).WithDecrease(0.5)
+			})
+			l.Throttled(0)
+			calm := fc.Now().Add(DefaultCooldown)
+			fc.Set(calm)
+			for at := time.Duration(0); at < 10*time.Second; at += max(every, time.Millisecond) {
+				fc.Set(calm.Add(at))
+				l.Fraction()
+			}
+			fc.Set(calm.Add(10 * time.Second))
+			if got := l.Fraction(); math.Abs(got-c.want) > 1e-6 {
+				t.Errorf("step %v, increase %g/s, read every %v: fraction %.7f after 10 s, want %.7f", c.step, c.increase, every, got, c.want)
+			}
+		}
 	}
 }

@@ -65,7 +65,8 @@ func LevelOf(event string) Level {
 }
 
 // Message is the log message of an event: msg when the event has one, else
-// the event name, so that a log line reads well without its fields.
+// "batcher " and the event name ("batcher pause"), so that a log line reads
+// well without its fields.
 func Message(event, msg string) string {
 	if msg != "" {
 		return msg

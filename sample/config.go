@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strconv"
 	"time"
 
 	"github.com/costwise/batcher"
@@ -149,11 +150,11 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 // u32 registers a uint32 flag whose default is *p.
 func u32(fs *flag.FlagSet, p *uint32, name, usage string) {
 	fs.Func(name, fmt.Sprintf("%s (default %d)", usage, *p), func(s string) error {
-		var v uint32
-		if _, err := fmt.Sscanf(s, "%d", &v); err != nil {
-			return fmt.Errorf("not a non-negative integer: %q", s)
+		v, err := strconv.ParseUint(s, 10, 32)
+		if err != nil {
+			return fmt.Errorf("not an integer from 0 to %d: %q", uint32(math.MaxUint32), s)
 		}
-		*p = v
+		*p = uint32(v)
 		return nil
 	})
 }
@@ -249,8 +250,10 @@ func (c config) check() error {
 		return errors.New("--cost, --batch and --factor must be positive")
 	case c.workers < 1:
 		return errors.New("--workers must be at least 1")
-	case c.reserved < -1:
-		return errors.New("--reserved must be -1 (automatic) or at least 0")
+	case c.reserved < -1 || c.reserved > math.MaxUint32:
+		return fmt.Errorf("--reserved must be -1 (automatic) or from 0 to %d", uint32(math.MaxUint32))
+	case c.headroom < -1 || c.headroom > math.MaxUint32:
+		return fmt.Errorf("--headroom must be -1 (one request per replica) or from 0 to %d", uint32(math.MaxUint32))
 	case c.replicas > maxReplicas:
 		return fmt.Errorf("--replicas must be at most %d", maxReplicas)
 	case c.interactiveRate < 0 || c.interactiveRate > 100_000 || math.IsNaN(c.interactiveRate):

@@ -209,6 +209,10 @@ func TestConfig(t *testing.T) {
 		{"--log-format", "xml"}, {"--duration", "10ms"}, {"--cost", "0"}, {"--headroom", "20000"}, {"extra"},
 		{"--interactive-rate", "-1"}, {"--interactive-writes", "1.5"}, {"--read-ru", "0"}, {"--max-interval", "-1s"},
 		{"--store", "azure"}, {"--store", "azure", "--azure-account", "a"}, // no key, no connection string
+		// Malformed or out-of-range numbers are refused, not cut to what
+		// parses (20000abc was 20000, 10.5 was 10, 4294967296 was 0).
+		{"--budget", "20000abc"}, {"--cost", "10.5"}, {"--batch", "10x"}, {"--budget", "2e4"},
+		{"--budget", "4294967296"}, {"--reserved", "4294967296"}, {"--headroom", "4294967296"}, {"--headroom", "-7"},
 	} {
 		if _, err := parseFlags(args, &bytes.Buffer{}); err == nil {
 			t.Errorf("parseFlags(%q) accepted", args)

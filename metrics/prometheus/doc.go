@@ -6,7 +6,8 @@
 //	import batcherprom "github.com/costwise/batcher/metrics/prometheus"
 //
 //	reg := prometheus.NewRegistry()
-//	b := batcher.New(batcher.DefaultBufferSize).WithRateLimiter(rl)
+//	b := batcher.New(batcher.DefaultBufferSize) // a *Batcher: WithRateLimiter returns IBatcher
+//	b.WithRateLimiter(rl)
 //	if _, err := batcherprom.Register(reg, b, batcherprom.Options{}); err != nil { ... }
 //	if _, err := batcherprom.RegisterLimiter(reg, rl, batcherprom.Options{}); err != nil { ... }
 //	http.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
