@@ -170,7 +170,13 @@ func (r *replica) stop(ctx context.Context) {
 	}
 	r.ing.shutdown(ctx)
 	r.cancel()
+	// The jobs still running answer now, 503 with what they wrote, and
+	// their connections close once the answers are out; a client that
+	// stops reading is not waited for past a second.
 	if r.srv != nil {
+		answered, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		_ = r.srv.Shutdown(answered)
+		cancel()
 		_ = r.srv.Close()
 	}
 }

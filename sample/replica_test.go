@@ -121,3 +121,53 @@ func get(t *testing.T, url string, out any) string {
 	}
 	return string(b)
 }
+
+// A replica stopped while a job runs answers the job's client before it
+// closes the connection: 503 with what was written, not an empty reply
+// (the job below needs 500 s at the budget; the stop leaves it 300 ms).
+func TestReplicaStopAnswersRunningJobs(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.replicas = 1
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ds := newDatastore(cfg.budget, 0)
+	lims, err := newLimiters(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lims.close()
+	r, err := startReplica(ctx, cfg, "r1", 0, ds, lims, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	type answer struct {
+		status int
+		res    jobResult
+		err    error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		resp, err := http.Post(r.url()+"/ingest", "application/json", strings.NewReader(`{"records": 1000000, "ru_per_record": 10}`))
+		if err != nil {
+			done <- answer{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		var a answer
+		a.status, a.err = resp.StatusCode, json.NewDecoder(resp.Body).Decode(&a.res)
+		done <- a
+	}()
+	for r.outstanding.Load() == 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	stopCtx, stopCancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer stopCancel()
+	r.stop(stopCtx)
+	a := <-done
+	if a.err != nil || a.status != http.StatusServiceUnavailable {
+		t.Fatalf("the running job's client got status %d, %v; want 503 with the job's result", a.status, a.err)
+	}
+	if a.res.Written < 0 || a.res.Written >= 1000000 || !a.res.Finished.IsZero() {
+		t.Fatalf("result %+v: want what was written of the job, and no finish time", a.res)
+	}
+}
