@@ -282,4 +282,35 @@ func TestIdleTimeout(t *testing.T) {
 	if a := busy.answer(1); a.fields["grpc-status"] != "0" {
 		t.Fatalf("the call in flight: %v", a)
 	}
+
+	// A call answered while the reader already waits for a frame, to a
+	// client that then sends nothing at all (answer above acknowledges the
+	// DATA it reads, and that frame woke the reader): the connection is idle
+	// from the end of the call. It used to stay open until the client sent
+	// a frame.
+	for l.inFlight.Load() != 0 { // the first call's handler is done with l.release
+		time.Sleep(time.Millisecond)
+	}
+	l.release = make(chan struct{})
+	quiet := newRawClient(t, addr)
+	quiet.headers(1, false, callHeaders...)
+	_ = quiet.fr.WriteData(1, true, grpcMessage(t, 0, &ratelimiterv1.AllowRequest{Key: "block"}))
+	for l.inFlight.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond) // the reader is waiting for a frame
+	close(l.release)
+	start := time.Now()
+	for {
+		f := quiet.read() // sends nothing back
+		if h, ok := f.(*http2.HeadersFrame); ok && h.StreamID == 1 && h.StreamEnded() {
+			break
+		}
+	}
+	if code := quiet.goAway(); code != http2.ErrCodeNo {
+		t.Fatalf("idle after its last call: GOAWAY %v", code)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("idle after its last call: GOAWAY after %v, want about the idle timeout (200 ms)", d)
+	}
 }

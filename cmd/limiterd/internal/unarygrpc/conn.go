@@ -86,10 +86,10 @@ type conn struct {
 	recv      map[uint32]*stream // streams whose request is still arriving
 	recvConn  int64              // the connection's receive window left
 	recvUnack int64
-	idleSince time.Time // when the read deadline of IdleTimeout was set; zero when none is
 
 	// mu guards what follows and every write to the connection.
 	mu         sync.Mutex
+	idleSince  time.Time // when the read deadline of IdleTimeout was set; zero when none is
 	cond       sync.Cond // on mu: send windows grew, or the connection closed
 	bw         *bufio.Writer
 	fw         *http2.Framer
@@ -167,15 +167,17 @@ func (c *conn) serve() {
 		if !c.frameBuffered() {
 			c.mu.Lock()
 			c.flushLocked()
-			idle, goingAway := len(c.streams) == 0, c.goingAway
-			c.mu.Unlock()
-			if !goingAway {
-				c.setIdleDeadline(idle)
+			if !c.goingAway {
+				c.setIdleDeadlineLocked(len(c.streams) == 0)
 			}
+			c.mu.Unlock()
 		}
 		f, err := c.fr.ReadFrame()
 		if err != nil {
-			if !c.idleSince.IsZero() && errors.Is(err, os.ErrDeadlineExceeded) {
+			c.mu.Lock()
+			idle := !c.idleSince.IsZero()
+			c.mu.Unlock()
+			if idle && errors.Is(err, os.ErrDeadlineExceeded) {
 				c.connError(http2.ErrCodeNo, "idle")
 				return
 			}
@@ -233,9 +235,12 @@ func (c *conn) ageOut() {
 	}
 }
 
-// setIdleDeadline starts or stops the wait of IdleTimeout for a frame on
-// a connection without calls in flight. Reader only.
-func (c *conn) setIdleDeadline(idle bool) {
+// setIdleDeadlineLocked starts or stops the wait of IdleTimeout for a
+// frame on a connection without calls in flight (c.mu held): the reader
+// calls it before each read, and the end of the last call does too, since
+// the reader may already be waiting for a frame that never comes. Frames
+// that open no call (PING, WINDOW_UPDATE) do not restart the wait.
+func (c *conn) setIdleDeadlineLocked(idle bool) {
 	if c.srv.IdleTimeout <= 0 || idle == !c.idleSince.IsZero() {
 		return
 	}
@@ -261,16 +266,18 @@ func (c *conn) frameBuffered() bool {
 // handshake reads the client preface, sends the server's SETTINGS and
 // raises the connection window.
 func (c *conn) handshake() error {
+	// HandshakeTimeout bounds the whole of it, TLS included, from the
+	// connection's start, as in grpc-go.
+	deadline := time.Now().Add(c.srv.HandshakeTimeout)
 	if tc, ok := c.nc.(*tls.Conn); ok {
-		// The TLS handshake writes as well as reads: both wait at most
-		// HandshakeTimeout.
-		_ = tc.SetDeadline(time.Now().Add(c.srv.HandshakeTimeout))
+		// The TLS handshake writes as well as reads: both wait.
+		_ = tc.SetDeadline(deadline)
 		if err := tc.Handshake(); err != nil {
 			return err
 		}
 		_ = tc.SetWriteDeadline(time.Time{})
 	}
-	_ = c.nc.SetReadDeadline(time.Now().Add(c.srv.HandshakeTimeout))
+	_ = c.nc.SetReadDeadline(deadline)
 	var p [len(http2.ClientPreface)]byte
 	if _, err := io.ReadFull(c.br, p[:]); err != nil || string(p[:]) != http2.ClientPreface {
 		return errors.New("unarygrpc: no HTTP/2 client preface")
@@ -615,6 +622,9 @@ func (c *conn) finishLocked(st *stream, byUs bool) {
 		}
 	}
 	delete(c.streams, st.id)
+	if len(c.streams) == 0 && !c.goingAway {
+		c.setIdleDeadlineLocked(true)
+	}
 	c.gone.add(st.id, byUs)
 	c.cond.Broadcast() // a writer waiting for its window gives up
 	if st.notify != nil {

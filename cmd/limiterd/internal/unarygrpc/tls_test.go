@@ -97,3 +97,34 @@ func TestTLSHandshakeTimeout(t *testing.T) {
 		}
 	}
 }
+
+// HandshakeTimeout bounds the whole handshake, TLS and HTTP/2 preface
+// together, from the connection's start, as grpc-go does: a client that
+// takes most of it before its TLS handshake and then sends no preface is
+// closed at the timeout, not a whole timeout after the TLS handshake.
+func TestTLSHandshakeTimeoutIsTotal(t *testing.T) {
+	cert, pool := selfSigned(t)
+	const timeout = 600 * time.Millisecond
+	addr := serveTest(t, &Server{
+		HandshakeTimeout: timeout,
+		TLSConfig:        &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2"}},
+	}, &limiter{})
+	start := time.Now()
+	raw, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	time.Sleep(timeout * 2 / 3) // 400 ms of the 600 before the TLS handshake
+	tc := tls.Client(raw, &tls.Config{RootCAs: pool, NextProtos: []string{"h2"}, ServerName: "127.0.0.1"})
+	if err := tc.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	_ = tc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := tc.Read(make([]byte, 1)); err == nil {
+		t.Fatal("got bytes without a preface")
+	}
+	if d := time.Since(start); d > timeout+350*time.Millisecond { // without the fix: about 1 s
+		t.Fatalf("closed %v after the connection began, want at the handshake timeout (%v) from its start", d, timeout)
+	}
+}
