@@ -17,21 +17,29 @@ import (
 // TestReplicaHTTP drives one replica with the library over its HTTP API:
 // a job is answered once all its records are written, and /stats and
 // /metrics report what happened.
-func TestReplicaHTTP(t *testing.T) {
+// startTestReplica starts one replica with the default settings on a
+// datastore of its own; the limiters close when the test ends.
+func startTestReplica(t *testing.T, ctx context.Context) (config, *Datastore, *replica) {
+	t.Helper()
 	cfg := defaultConfig()
 	cfg.replicas = 1
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
 	ds := newDatastore(cfg.budget, 0)
 	lims, err := newLimiters(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer lims.close()
+	t.Cleanup(lims.close)
 	r, err := startReplica(ctx, cfg, "r1", 0, ds, lims, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
+	return cfg, ds, r
+}
+
+func TestReplicaHTTP(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cfg, ds, r := startTestReplica(t, ctx)
 	defer r.stop(ctx)
 
 	var res jobResult
@@ -126,20 +134,9 @@ func get(t *testing.T, url string, out any) string {
 // closes the connection: 503 with what was written, not an empty reply
 // (the job below needs 500 s at the budget; the stop leaves it 300 ms).
 func TestReplicaStopAnswersRunningJobs(t *testing.T) {
-	cfg := defaultConfig()
-	cfg.replicas = 1
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	ds := newDatastore(cfg.budget, 0)
-	lims, err := newLimiters(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lims.close()
-	r, err := startReplica(ctx, cfg, "r1", 0, ds, lims, zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, _, r := startTestReplica(t, ctx)
 	type answer struct {
 		status int
 		res    jobResult
