@@ -995,3 +995,42 @@ func TestColdLocalNeverDipsAsLeasesEnd(t *testing.T) {
 		t.Errorf("stats %+v: want no cold lease left and %d decisions from them", st, 2*keys)
 	}
 }
+
+// TestColdLeaseNotSpentUnderAnotherPolicy: a decision under a policy that
+// shares a lease's key, name and algorithm but not its numbers (a limit or
+// a rate changed in a reload) is never answered from that lease: each of
+// the policy's numbers changed alone sends the decision past the lease,
+// to the one-trip path. A decision without the lock finds the lease by its
+// Redis key, which names the policy's name and algorithm only; the lease's
+// policy is compared whole.
+func TestColdLeaseNotSpentUnderAnotherPolicy(t *testing.T) {
+	base := limit.TokenBucket(1000, limit.PerSecond(100)).Named("tb")
+	others := map[string]limit.Policy{
+		"limit":  limit.TokenBucket(1001, limit.PerSecond(100)).Named("tb"),
+		"count":  limit.TokenBucket(1000, limit.PerSecond(101)).Named("tb"),
+		"period": limit.TokenBucket(1000, limit.Rate{Count: 100, Period: 1001 * time.Millisecond}).Named("tb"),
+		"window": func() limit.Policy { p := base; p.Window = time.Second; return p }(),
+	}
+	for name, other := range others {
+		t.Run(name, func(t *testing.T) {
+			_, s := oneColdStore(t)
+			ctx := context.Background()
+			for range 3 {
+				if dec, err := s.AllowN(ctx, "k", base, 1); err != nil || !dec.Allowed {
+					t.Fatalf("%+v %v", dec, err)
+				}
+			}
+			st := s.AllowanceStats()
+			if st.ColdLeases != 1 || st.ColdLocal != 2 {
+				t.Fatalf("stats %+v: want a lease, and two decisions from it", st)
+			}
+			if _, err := s.AllowN(ctx, "k", other, 1); err != nil {
+				t.Fatal(err)
+			}
+			if got := s.AllowanceStats(); got.ColdLocal != st.ColdLocal || got.Remote != st.Remote+1 {
+				t.Fatalf("stats %+v after a decision under %+v: want it one-trip, not from the lease of %+v (before: %+v)",
+					got, other, base, st)
+			}
+		})
+	}
+}
