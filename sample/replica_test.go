@@ -14,9 +14,6 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// TestReplicaHTTP drives one replica with the library over its HTTP API:
-// a job is answered once all its records are written, and /stats and
-// /metrics report what happened.
 // startTestReplica starts one replica with the default settings on a
 // datastore of its own; the limiters close when the test ends.
 func startTestReplica(t *testing.T, ctx context.Context) (config, *Datastore, *replica) {
@@ -36,6 +33,9 @@ func startTestReplica(t *testing.T, ctx context.Context) (config, *Datastore, *r
 	return cfg, ds, r
 }
 
+// TestReplicaHTTP drives one replica with the library over its HTTP API:
+// a job is answered once all its records are written, and /stats and
+// /metrics report what happened.
 func TestReplicaHTTP(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
