@@ -139,6 +139,7 @@ type allowances struct {
 	max    int64
 
 	anchor     time.Time    // see now
+	anchorNs   int64        // anchor's Unix ns
 	grain      int64        // ns: the spends' dates are kept to it (spendFrom)
 	seed       maphash.Seed // picks the shards
 	count      atomic.Int64 // records
@@ -368,6 +369,7 @@ func newAllowances(s *Store, lease time.Duration, max int) *allowances {
 	a := &allowances{s: s, stats: &s.stats, holder: base32.HexEncoding.WithPadding(base32.NoPadding).EncodeToString(id[:]),
 		lease: lease, period: lease / 2, max: int64(max), nudge: make(chan *allowance, nudgeQueue),
 		stop: make(chan struct{}), anchor: time.Now(), seed: maphash.MakeSeed()}
+	a.anchorNs = a.anchor.UnixNano()
 	if s.clock == nil {
 		// With Options.Clock the scripts decide at the clock's µs, and the
 		// tests that set one count on spends dated as they were made.
@@ -413,6 +415,15 @@ func (a *allowances) now() time.Time {
 		return a.s.clock.Now()
 	}
 	return a.anchor.Add(time.Since(a.anchor))
+}
+
+// nowNs is now as Unix ns, read without making a time.Time: the clock of
+// the decisions that take no lock.
+func (a *allowances) nowNs() int64 {
+	if a.s.clock != nil {
+		return a.s.clock.Now().UnixNano()
+	}
+	return a.anchorNs + int64(time.Since(a.anchor))
 }
 
 // shard is the shard of the Redis key rk.
@@ -609,10 +620,14 @@ func (a *allowances) decide(ctx context.Context, r *allowance, p limit.Policy, c
 	if cost > r.p.Limit || p != r.p {
 		return limit.Decision{}, false
 	}
-	now := a.now()
-	if dec, ok := a.decideFast(r, now, cost); ok {
+	if a.decideFast(r, a.nowNs(), cost, &dec) {
 		return dec, true
 	}
+	return a.decideLocked(ctx, r, cost)
+}
+
+// decideLocked is decide past decideFast, under r's lock.
+func (a *allowances) decideLocked(ctx context.Context, r *allowance, cost int64) (dec limit.Decision, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for {
@@ -696,23 +711,24 @@ func (a *allowances) decide(ctx context.Context, r *allowance, p limit.Policy, c
 	}
 }
 
-// decideFast decides cost from r at now without r's lock, when it can:
-// the remainder meets cost under a live lease, or the refusal state says
-// no (see decide, which it answers as). ok false: decide under the lock.
-func (a *allowances) decideFast(r *allowance, now time.Time, cost int64) (dec limit.Decision, ok bool) {
-	ns := now.UnixNano()
+// decideFast decides cost from r at ns (Unix ns) into dec without r's
+// lock, when it can: the remainder meets cost under a live lease, or the
+// refusal state says no (see decide, which it answers as). False: decide
+// under the lock, dec untouched.
+func (a *allowances) decideFast(r *allowance, ns, cost int64, dec *limit.Decision) bool {
 	if r.lastUse.Load() < ns {
 		r.lastUse.Store(ns)
 	}
 	if ns < r.deadline.Load() {
 		if left, ok := r.spend(ns, a.grain, cost); ok {
-			return a.spent(r, cost, left), true
+			*dec = a.spent(r, cost, left)
+			return true
 		}
 	}
 	v := r.ver.Load()
 	g := r.gate.Load()
 	if v&1 != 0 || g == nil || r.closed.Load() {
-		return limit.Decision{}, false
+		return false
 	}
 	var (
 		retry   time.Duration
@@ -724,7 +740,7 @@ func (a *allowances) decideFast(r *allowance, now time.Time, cost int64) (dec li
 	case g.flightAt != 0 && a.refuseInFlight(r, ns, g.flightAt, g.short):
 		retry = a.inFlightRetry(r, ns, g.notBefore, cost)
 	default:
-		return limit.Decision{}, false
+		return false
 	}
 	if promise {
 		r.promise(ns+int64(retry), cost)
@@ -734,11 +750,12 @@ func (a *allowances) decideFast(r *allowance, now time.Time, cost int64) (dec li
 	if r.ver.Load() != v {
 		// The lock was taken meanwhile: what was read may be gone. The
 		// promise stays noted, which only keeps more for the key.
-		return limit.Decision{}, false
+		return false
 	}
 	r.demand.Add(cost)
 	r.sh.local.Add(1)
-	return r.decision(false, retry, 0), true
+	*dec = r.decision(false, retry, 0)
+	return true
 }
 
 // spent counts a decision of cost allowed from r, which left left, and

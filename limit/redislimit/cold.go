@@ -155,8 +155,8 @@ func (c *coldLease) ended() bool { return c.avail.Load() < 0 }
 
 // spend takes cost from c at ns, if c has the units and the time under p,
 // and returns what is left. It takes no lock.
-func (c *coldLease) spend(p limit.Policy, ns, grain, cost int64) (left int64, ok bool) {
-	if ns >= c.deadline.Load() || *c.p != p {
+func (c *coldLease) spend(p *limit.Policy, ns, grain, cost int64) (left int64, ok bool) {
+	if ns >= c.deadline.Load() || *c.p != *p {
 		return 0, false
 	}
 	return spendFrom(&c.avail, &c.lastSpend, ns, grain, cost)
@@ -240,23 +240,29 @@ func (cs *coldState) dropped() {
 	cs.places.Add(-1)
 }
 
-// getOrSpendCold is get and, when the key has no allowance, a spend from
-// its cold lease: without a lock when the lease has the units and the
-// time, else spendColdLocked, under one hold of the shard's lock. A key
-// with a cold lease has neither an allowance nor heat (a lease is kept
-// only for a key without an allowance, and its decisions do not warm it),
-// so its decision looks up the lease alone, and first: a spend from it
-// reads no line of the shard's allowances.
-func (a *allowances) getOrSpendCold(ctx context.Context, rkb []byte, key string, p limit.Policy, cost int64) (r *allowance, dec limit.Decision, ok bool, ask lendAsk) {
-	h := maphash.Bytes(a.seed, rkb)
-	sh := a.shardAt(h)
-	rk := unsafe.String(&rkb[0], len(rkb)) // for lookups only: rkb is the caller's buffer
-	if dec, ok := a.spendColdFast(sh, h, rk, p, cost); ok {
-		return nil, dec, true, ask // most decisions on a leased key
-	}
+// spendCold spends cost on the Redis key rkb from its cold lease, into
+// dec, without a lock, when the lease has the units and the time (most
+// decisions on a leased key). It returns the key's shard and hash, for
+// getOrSpendCold when it cannot. A key with a cold lease has neither an
+// allowance nor heat (a lease is kept only for a key without an
+// allowance, and its decisions do not warm it), so its decision looks up
+// the lease alone, and first: a spend from it reads no line of the
+// shard's allowances.
+func (a *allowances) spendCold(rkb []byte, p *limit.Policy, cost int64, dec *limit.Decision) (sh *allowShard, h uint64, ok bool) {
+	h = maphash.Bytes(a.seed, rkb)
+	sh = a.shardAt(h)
+	rk := unsafe.String(&rkb[0], len(rkb)) // for the lookup only: rkb is the caller's buffer
+	return sh, h, a.spendColdFast(sh, h, rk, p, cost, dec)
+}
+
+// getOrSpendCold is get past spendCold (sh and h rkb's shard and hash): a
+// spend from the key's cold lease under one hold of the shard's lock, or
+// the key's allowance, or the lend its one-trip decision should carry.
+func (a *allowances) getOrSpendCold(ctx context.Context, sh *allowShard, h uint64, rkb []byte, key string, p limit.Policy, cost int64) (r *allowance, dec limit.Decision, ok bool, ask lendAsk) {
 	if r := sh.held(rkb); r != nil {
 		return r, dec, false, ask
 	}
+	rk := unsafe.String(&rkb[0], len(rkb))
 	sh.mu.Lock()
 	c := sh.cold.get(h, rk)
 	if c == nil {
@@ -269,29 +275,28 @@ func (a *allowances) getOrSpendCold(ctx context.Context, rkb []byte, key string,
 	return nil, dec, ok, ask
 }
 
-// spendColdFast spends cost from the cold lease of rk, if it has the units
-// and the time, without a lock.
-func (a *allowances) spendColdFast(sh *allowShard, h uint64, rk string, p limit.Policy, cost int64) (limit.Decision, bool) {
+// spendColdFast spends cost from the cold lease of rk into dec, if it has
+// the units and the time, without a lock.
+func (a *allowances) spendColdFast(sh *allowShard, h uint64, rk string, p *limit.Policy, cost int64, dec *limit.Decision) bool {
 	c := sh.cold.get(h, rk)
 	if c == nil {
-		return limit.Decision{}, false
+		return false
 	}
-	now := a.now()
-	ns := now.UnixNano()
+	ns := a.nowNs()
 	left, ok := c.spend(p, ns, a.grain, cost)
 	if !ok {
-		return limit.Decision{}, false
+		return false
 	}
-	dec := a.spentCold(sh, c, p, left)
+	a.spentCold(sh, c, p, left, dec)
 	if a.lowCold(c, ns, left) {
 		sh.mu.Lock()
-		ask, start := a.renewColdEarly(c, now)
+		ask, start := a.renewColdEarly(c, time.Unix(0, ns))
 		sh.mu.Unlock()
 		if start {
 			go a.renewCold(c, ask)
 		}
 	}
-	return dec, true
+	return true
 }
 
 // spendAfterAsk answers a decision on rk that Redis refused while another
@@ -305,22 +310,24 @@ func (a *allowances) spendAfterAsk(ctx context.Context, rk string, p limit.Polic
 		return limit.Decision{}, false
 	}
 	h := a.hash(rk)
-	return a.spendColdFast(a.shardAt(h), h, rk, p, cost)
+	var dec limit.Decision
+	ok := a.spendColdFast(a.shardAt(h), h, rk, &p, cost, &dec)
+	return dec, ok
 }
 
 // spentCold counts a decision spent from c, which left left units, and
 // returns it. The units the lease still holds are this store's to spend:
 // Remaining counts them, and ResetAfter (the state's, which counts every
 // unit lent as spent) does not.
-func (a *allowances) spentCold(sh *allowShard, c *coldLease, p limit.Policy, left int64) limit.Decision {
+func (a *allowances) spentCold(sh *allowShard, c *coldLease, p *limit.Policy, left int64, dec *limit.Decision) {
 	c.counted(sh)
-	return limit.Decision{Allowed: true, Limit: p.Limit, Remaining: left + c.srvRemain.Load(),
+	*dec = limit.Decision{Allowed: true, Limit: p.Limit, Remaining: left + c.srvRemain.Load(),
 		ResetAfter: unheld(p, time.Duration(c.reset.Load()), left), Policy: p.Name}
 }
 
 // unheld is reset, a state's ResetAfter that counts units held by this
 // store as spent, less their refill under p (a token bucket or GCRA).
-func unheld(p limit.Policy, reset time.Duration, units int64) time.Duration {
+func unheld(p *limit.Policy, reset time.Duration, units int64) time.Duration {
 	if units <= 0 || p.Rate.Count <= 0 {
 		return reset
 	}
@@ -381,8 +388,8 @@ func (a *allowances) spendColdLocked(ctx context.Context, sh *allowShard, h uint
 		return limit.Decision{}, false, lendAsk{}
 	}
 	if c != nil {
-		if left, ok := c.spend(p, ns, a.grain, cost); ok {
-			dec = a.spentCold(sh, c, p, left)
+		if left, ok := c.spend(&p, ns, a.grain, cost); ok {
+			a.spentCold(sh, c, &p, left, &dec)
 			if ask, start := a.renewColdEarly(c, now); start {
 				unlocked = true
 				sh.mu.Unlock()

@@ -241,7 +241,18 @@ func algCode(alg limit.Algorithm) string {
 // hasTag reports whether key holds a Redis Cluster hash tag: a '{' followed
 // later by a '}' with something between.
 func hasTag(key string) bool {
-	i := strings.IndexByte(key, '{')
+	i := -1
+	if len(key) <= 32 {
+		// A loop is quicker than IndexByte's call over a short key.
+		for k := 0; k < len(key); k++ {
+			if key[k] == '{' {
+				i = k
+				break
+			}
+		}
+	} else {
+		i = strings.IndexByte(key, '{')
+	}
 	if i < 0 {
 		return false
 	}
@@ -392,28 +403,36 @@ func parseInts(res string, v []int64) (string, error) {
 // AllowN spends cost on key under p if the key has it, in one round trip.
 // On a single server, the calls of the token bucket, GCRA and fixed window
 // made while others wait for the server share that round trip.
-func (s *Store) AllowN(ctx context.Context, key string, p limit.Policy, cost int64) (limit.Decision, error) {
+func (s *Store) AllowN(ctx context.Context, key string, p limit.Policy, cost int64) (dec limit.Decision, err error) {
 	var rk string
 	var ask lendAsk
 	// The policy is validated where a record or lease would be made of it
 	// or ended for it (getLocked, spendColdLocked): a decision spends only
-	// under the policy its record or lease holds, made valid.
-	if s.lent != nil && lendable(p.Algorithm) && cost >= 0 {
+	// under the policy its record or lease holds, made valid. The
+	// decisions answered here write into dec: a Decision is too large to
+	// be passed back in registers.
+	if a := s.lent; a != nil && lendable(p.Algorithm) && cost >= 0 {
 		var buf [192]byte
 		rkb := s.appendKey(buf[:0], key, p)
 		var r *allowance
-		if s.lent.coldLeases.lease > 0 && bucketLike(p) {
-			var dec limit.Decision
-			var ok bool
-			if r, dec, ok, ask = s.lent.getOrSpendCold(ctx, rkb, key, p, cost); ok {
+		if a.coldLeases.lease > 0 && bucketLike(p) {
+			sh, h, ok := a.spendCold(rkb, &p, cost, &dec)
+			if ok {
 				return dec, nil
 			}
+			var d limit.Decision
+			if r, d, ok, ask = a.getOrSpendCold(ctx, sh, h, rkb, key, p, cost); ok {
+				return d, nil
+			}
 		} else {
-			r = s.lent.get(rkb, key, p)
+			r = a.get(rkb, key, p)
 		}
-		if r != nil {
-			if dec, ok := s.lent.decide(ctx, r, p, cost); ok {
+		if r != nil && cost <= r.p.Limit && p == r.p {
+			if a.decideFast(r, a.nowNs(), cost, &dec) {
 				return dec, nil
+			}
+			if d, ok := a.decideLocked(ctx, r, cost); ok {
+				return d, nil
 			}
 		}
 		rk = string(rkb)
@@ -422,8 +441,6 @@ func (s *Store) AllowN(ctx context.Context, key string, p limit.Policy, cost int
 	var buf [1]limit.Decision
 	reqs := [1]limit.Request{{Key: key, Policy: p, Cost: cost}}
 	s.stats.remote.Add(1)
-	var dec limit.Decision
-	var err error
 	switch p.Algorithm {
 	case limit.TokenBucketAlgorithm, limit.GCRAAlgorithm, limit.FixedWindowAlgorithm:
 		var sent time.Time
@@ -448,7 +465,7 @@ func (s *Store) AllowN(ctx context.Context, key string, p limit.Policy, cost int
 				// do after (spentCold).
 				if g.granted > 0 {
 					dec.Remaining += g.granted
-					dec.ResetAfter = unheld(reqs[0].Policy, dec.ResetAfter, g.granted)
+					dec.ResetAfter = unheld(&reqs[0].Policy, dec.ResetAfter, g.granted)
 				}
 			}
 			if err == nil && !dec.Allowed && ask.wait != nil {
