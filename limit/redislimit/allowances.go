@@ -614,16 +614,20 @@ func prune(sh *allowShard, idx int64) {
 	}
 }
 
-// decide decides cost from r; ok false sends the decision on the one-trip
-// path.
-func (a *allowances) decide(ctx context.Context, r *allowance, p limit.Policy, cost int64) (dec limit.Decision, ok bool) {
+// decide decides cost from r into dec; false sends the decision on the
+// one-trip path, dec untouched.
+func (a *allowances) decide(ctx context.Context, r *allowance, p limit.Policy, cost int64, dec *limit.Decision) bool {
 	if cost > r.p.Limit || p != r.p {
-		return limit.Decision{}, false
+		return false
 	}
-	if a.decideFast(r, a.nowNs(), cost, &dec) {
-		return dec, true
+	if a.decideFast(r, a.nowNs(), cost, dec) {
+		return true
 	}
-	return a.decideLocked(ctx, r, cost)
+	d, ok := a.decideLocked(ctx, r, cost)
+	if ok {
+		*dec = d
+	}
+	return ok
 }
 
 // decideLocked is decide past decideFast, under r's lock.

@@ -316,7 +316,7 @@ func (a *allowances) spendAfterAsk(ctx context.Context, rk string, p limit.Polic
 }
 
 // spentCold counts a decision spent from c, which left left units, and
-// returns it. The units the lease still holds are this store's to spend:
+// writes it into dec. The units the lease still holds are this store's to spend:
 // Remaining counts them, and ResetAfter (the state's, which counts every
 // unit lent as spent) does not.
 func (a *allowances) spentCold(sh *allowShard, c *coldLease, p *limit.Policy, left int64, dec *limit.Decision) {

@@ -427,13 +427,8 @@ func (s *Store) AllowN(ctx context.Context, key string, p limit.Policy, cost int
 		} else {
 			r = a.get(rkb, key, p)
 		}
-		if r != nil && cost <= r.p.Limit && p == r.p {
-			if a.decideFast(r, a.nowNs(), cost, &dec) {
-				return dec, nil
-			}
-			if d, ok := a.decideLocked(ctx, r, cost); ok {
-				return d, nil
-			}
+		if r != nil && a.decide(ctx, r, p, cost, &dec) {
+			return dec, nil
 		}
 		rk = string(rkb)
 	}
@@ -523,8 +518,7 @@ func (s *Store) CountAll(ctx context.Context, reqs []limit.Request, out []limit.
 		if r.Cost >= 0 && (r.Policy.Algorithm == limit.TokenBucketAlgorithm || r.Policy.Algorithm == limit.GCRAAlgorithm) &&
 			r.Policy.Validate() == nil {
 			if a := s.lent.get(s.appendKey(nil, r.Key, r.Policy), r.Key, r.Policy); a != nil {
-				if dec, ok := s.lent.decide(ctx, a, r.Policy, r.Cost); ok {
-					out[start+i] = dec
+				if s.lent.decide(ctx, a, r.Policy, r.Cost, &out[start+i]) {
 					continue
 				}
 			}
