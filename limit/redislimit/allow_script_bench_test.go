@@ -1,0 +1,100 @@
+package redislimit
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/costwise/batcher/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// BenchmarkAllowScriptBatch: one call of allow.lua on a batch of keys, each
+// an early renewal of this holder's cold lease on a token bucket key that
+// three holders lease from (the ledger a cold key carries when three
+// instances decide on it), as a batch of renewals sends. Reported: the
+// server's µs per key (INFO commandstats), the time the batch holds Redis,
+// which decides nothing else meanwhile:
+//
+//	go test -run '^$' -bench AllowScriptBatch ./limit/redislimit/
+func BenchmarkAllowScriptBatch(b *testing.B) {
+	srv := redistest.StartServer(b)
+	ctx := context.Background()
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer c.Close()
+	for _, n := range []int{1, 16, 256} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			now := time.Now().UnixMicro()
+			keys := make([]string, n)
+			states := make([]any, 0, 2*n)
+			for i := range keys {
+				keys[i] = fmt.Sprintf("bench:{k%d}::tb", i)
+				// Debt 7 µs at now, three live leases.
+				states = append(states, keys[i], fmt.Sprintf("7 %d L HOLDERAAAAAAAAAA:61:%d:%d HOLDERBBBBBBBBBB:27:%d:%d HOLDERCCCCCCCCCC:28:%d:%d",
+					now, now+60e6, now, now+60e6, now+1, now+60e6, now+2))
+			}
+			// The renewal: token bucket, limit 1,000,000 per second, cost
+			// 0, the server's time, 20 units more for 60 s, extending
+			// lease now (HOLDERAAAAAAAAAA's) after 7 units spent.
+			args := func() string {
+				var sb strings.Builder
+				for range n {
+					fmt.Fprintf(&sb, "1 1000000 1 1 1 0 -1 20 60000000 -%d 7 -1 ", now)
+				}
+				return strings.TrimSpace(sb.String())
+			}
+			if err := allowScript.Load(ctx, c).Err(); err != nil {
+				b.Fatal(err)
+			}
+			if err := c.ConfigResetStat(ctx).Err(); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for b.Loop() {
+				b.StopTimer()
+				// Each call renews the same leases.
+				if err := c.MSet(ctx, states...).Err(); err != nil {
+					b.Fatal(err)
+				}
+				a := args()
+				b.StartTimer()
+				if err := allowScript.Run(ctx, c, keys, a, "HOLDERAAAAAAAAAA").Err(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			calls, usec := evalshaStats(b, c)
+			if calls > 0 {
+				b.ReportMetric(usec/calls/float64(n), "server-µs/key")
+			}
+		})
+	}
+}
+
+// evalshaStats reads the calls of EVALSHA and their µs from INFO
+// commandstats.
+func evalshaStats(b *testing.B, c *redis.Client) (calls, usec float64) {
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if !strings.HasPrefix(line, "cmdstat_evalsha:") {
+			continue
+		}
+		for _, f := range strings.Split(strings.TrimPrefix(strings.TrimSpace(line), "cmdstat_evalsha:"), ",") {
+			k, v, _ := strings.Cut(f, "=")
+			x, _ := strconv.ParseFloat(v, 64)
+			switch k {
+			case "calls":
+				calls = x
+			case "usec":
+				usec = x
+			}
+		}
+	}
+	return calls, usec
+}
