@@ -40,11 +40,13 @@ func BenchmarkAllowScriptBatch(b *testing.B) {
 			// 0, the server's time, 20 units more for 60 s, extending
 			// lease now (HOLDERAAAAAAAAAA's) after 7 units spent.
 			args := func() string {
-				var sb strings.Builder
+				var buf []byte
 				for range n {
-					fmt.Fprintf(&sb, "1 1000000 1 1 1 0 -1 20 60000000 -%d 7 -1 ", now)
+					for _, x := range [...]int64{1, 1_000_000, 1, 1, 1, 0, -1, 20, 60_000_000, -now, 7, -1} {
+						buf = appendAllowArg(buf, x)
+					}
 				}
-				return strings.TrimSpace(sb.String())
+				return string(buf)
 			}
 			if err := allowScript.Load(ctx, c).Err(); err != nil {
 				b.Fatal(err)

@@ -78,7 +78,7 @@ if v then
   local x, y = string.match(base, '^(%-?%d+) ?(%-?%d*)')
   a, b = tonumber(x), tonumber(y) or 0
   if tail then
-    for h, amt, e, s in string.gmatch(tail, '(%S+):(%d+):(%d+):(%d+)') do
+    for h, amt, e, s in string.gmatch(tail, '([^:%s]+):(%d+):(%d+):(%d+)') do
       ledger[#ledger + 1] = {h = h, amt = tonumber(amt), e = tonumber(e), s = tonumber(s)}
     end
   end

@@ -86,7 +86,7 @@ local wend = (id + 1) * w
 -- units counted.
 local ledger = {}
 if tail and id == a then
-  for h, amt, le, s in string.gmatch(tail, '(%S+):(%d+):(%d+):(%d+)') do
+  for h, amt, le, s in string.gmatch(tail, '([^:%s]+):(%d+):(%d+):(%d+)') do
     le = tonumber(le)
     if le > t then
       ledger[#ledger + 1] = {h = h, amt = tonumber(amt), e = le, s = tonumber(s)}

@@ -2,7 +2,6 @@ package redislimit
 
 import (
 	"context"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -133,11 +132,8 @@ func (b *batcher) run(batch []*pending) {
 	buf := (*bp)[:0]
 	for i, p := range batch {
 		keys[i] = p.key
-		for j, x := range p.args {
-			if i > 0 || j > 0 {
-				buf = append(buf, ' ')
-			}
-			buf = strconv.AppendInt(buf, x, 10)
+		for _, x := range p.args {
+			buf = appendAllowArg(buf, x)
 		}
 	}
 	b.s.stats.commands.Add(1)

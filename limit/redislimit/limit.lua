@@ -60,7 +60,7 @@ local LIMITED, EXCEEDS, OTHER = 1, 2, 3
 local function window_leases(tail, a, id)
   local items, lent = {}, 0
   if not tail or a ~= id then return items, lent end
-  for h, amt, e, sq in string.gmatch(tail, '(%S+):(%d+):(%d+):(%d+)') do
+  for h, amt, e, sq in string.gmatch(tail, '([^:%s]+):(%d+):(%d+):(%d+)') do
     if tonumber(e) > now then
       items[#items + 1] = string.format('%s:%s:%s:%s', h, amt, e, sq)
       lent = lent + tonumber(amt)
@@ -132,7 +132,7 @@ local function load(r)
       for f in string.gmatch(base, '%S+') do x[i] = tonumber(f); i = i + 1 end
       if tail then
         st.ledger = {}
-        for h, amt, e, sq in string.gmatch(tail, '(%S+):(%d+):(%d+):(%d+)') do
+        for h, amt, e, sq in string.gmatch(tail, '([^:%s]+):(%d+):(%d+):(%d+)') do
           st.ledger[#st.ledger + 1] = {h = h, amt = tonumber(amt), e = tonumber(e), s = tonumber(sq)}
         end
       end

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	_ "embed"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strconv"
@@ -271,6 +272,12 @@ func appendHash(b []byte, key string) []byte {
 		b = append(b, hex[h>>uint(shift)&15])
 	}
 	return b
+}
+
+// appendAllowArg appends x to the arguments of allow.lua, which reads each
+// as a signed 64-bit little-endian integer.
+func appendAllowArg(b []byte, x int64) []byte {
+	return binary.LittleEndian.AppendUint64(b, uint64(x))
 }
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 128); return &b }}
@@ -643,11 +650,8 @@ func (s *Store) allowFast(ctx context.Context, r limit.Request, ask lendAsk) (li
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
 	b := (*bp)[:0]
-	for i, x := range [...]int64{u.alg, u.limit, u.n, u.p, u.w, r.Cost, s.now(), ask.want, ask.lease, ask.seq, ask.used, ask.spentAt} {
-		if i > 0 {
-			b = append(b, ' ')
-		}
-		b = strconv.AppendInt(b, x, 10)
+	for _, x := range [...]int64{u.alg, u.limit, u.n, u.p, u.w, r.Cost, s.now(), ask.want, ask.lease, ask.seq, ask.used, ask.spentAt} {
+		b = appendAllowArg(b, x)
 	}
 	*bp = b
 	key := s.Key(r.Key, r.Policy)
