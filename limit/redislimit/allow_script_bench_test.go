@@ -100,3 +100,51 @@ func evalshaStats(b *testing.B, c *redis.Client) (calls, usec float64) {
 	}
 	return calls, usec
 }
+
+// BenchmarkAllowanceScriptTake: one call of allowance.lua, a hot key's take
+// renewing this holder's allowance on a token bucket key that three holders
+// lease from, as a hot key at its limit sends a few times a second at each
+// instance. Reported as BenchmarkAllowScriptBatch is:
+//
+//	go test -run '^$' -bench AllowanceScriptTake ./limit/redislimit/
+func BenchmarkAllowanceScriptTake(b *testing.B) {
+	srv := redistest.StartServer(b)
+	ctx := context.Background()
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer c.Close()
+	const key = "bench:{hot}::tb"
+	now := time.Now().UnixMicro()
+	// Limit 1,000 a second (a token weighing 1,000 µs), three leases of
+	// half a second.
+	state := fmt.Sprintf("5000 %d L HOLDERAAAAAAAAAA:61:%d:%d HOLDERBBBBBBBBBB:27:%d:%d HOLDERCCCCCCCCCC:28:%d:%d",
+		now, now+500_000, now, now+500_000, now+1, now+500_000, now+2)
+	// op take, token bucket, limit 1,000, n 1, p 1,000, w 1,000,000, the
+	// server's time, lease now, 40 used (at or before now), 50 wanted for
+	// 500 ms, no decision waiting, the remainder not known, a 200 ms grid.
+	var buf []byte
+	for _, x := range [...]int64{1, 1, 1000, 1, 1000, 1_000_000, -1, now, 40, -1, 50, 500_000, 0, -1, 200_000} {
+		buf = appendAllowArg(buf, x)
+	}
+	args := string(buf)
+	if err := allowanceScript.Load(ctx, c).Err(); err != nil {
+		b.Fatal(err)
+	}
+	if err := c.ConfigResetStat(ctx).Err(); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		b.StopTimer()
+		if err := c.Set(ctx, key, state, time.Hour).Err(); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		if err := allowanceScript.Run(ctx, c, []string{key}, args, "HOLDERAAAAAAAAAA").Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	if calls, usec := evalshaStats(b, c); calls > 0 {
+		b.ReportMetric(usec/calls, "server-µs/call")
+	}
+}

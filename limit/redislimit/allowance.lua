@@ -1,8 +1,9 @@
 -- Lends allowances out of one key's token bucket or GCRA state (see
 -- DESIGN-allowances.md, section 2.4).
 --
--- KEYS[1] is the state key. ARGV[1] is one string of integers:
---   op alg limit n p w now seq used spent_at want lease [need held grid]
+-- KEYS[1] is the state key. ARGV[1] is fifteen signed 64-bit little-endian
+-- integers (read with struct.unpack, as allow.lua's):
+--   op alg limit n p w now seq used spent_at want lease need held grid
 -- op: 1 take or renew, 2 return. alg: 1 token bucket, 2 gcra. now: µs, or
 -- -1 for the server's TIME. seq: the holder's lease (0: none). used: units
 -- spent under it since the last report; spent_at: a time at or after the
@@ -51,11 +52,8 @@ local function cdiv(a, b)
   return idiv(a + b - 1, b)
 end
 
-local spec = {}
-for x in string.gmatch(ARGV[1], '%S+') do spec[#spec + 1] = tonumber(x) end
-local op, alg, limit, n, p = spec[1], spec[2], spec[3], spec[4], spec[5]
-local now, seq, used, spent_at, want, lease = spec[7], spec[8], spec[9], spec[10], spec[11], spec[12]
-local need, held, grid = spec[13] or 0, spec[14] or -1, spec[15] or 0
+local op, alg, limit, n, p, _, now, seq, used, spent_at, want, lease, need, held, grid =
+  struct.unpack('<i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8', ARGV[1])
 -- No lease holds more than the limit, so no report of its spends is more:
 -- a report past it (a holder's bookkeeping gone wrong) is charged as the
 -- limit, not as a debt that would hold the key for years.
@@ -78,8 +76,9 @@ if v then
   local x, y = string.match(base, '^(%-?%d+) ?(%-?%d*)')
   a, b = tonumber(x), tonumber(y) or 0
   if tail then
-    for h, amt, e, s in string.gmatch(tail, '([^:%s]+):(%d+):(%d+):(%d+)') do
-      ledger[#ledger + 1] = {h = h, amt = tonumber(amt), e = tonumber(e), s = tonumber(s)}
+    -- r: the item's text, written back as it is unless the item changes.
+    for r, h, amt, e, s in string.gmatch(tail, '(([^:%s]+):(%d+):(%d+):(%d+))') do
+      ledger[#ledger + 1] = {h = h, amt = tonumber(amt), e = tonumber(e), s = tonumber(s), r = r}
     end
   end
 end
@@ -117,7 +116,11 @@ local function charge(u, t)
 end
 
 -- Leases that have ended count as spent at their end, in order.
-table.sort(ledger, function(x, y) return x.e < y.e end)
+local sorted = true
+for i = 2, #ledger do
+  if ledger[i].e < ledger[i - 1].e then sorted = false end
+end
+if not sorted then table.sort(ledger, function(x, y) return x.e < y.e end) end
 local live = {}
 for _, it in ipairs(ledger) do
   if it.e <= now then charge(it.amt, it.e) else live[#live + 1] = it end
@@ -130,7 +133,10 @@ for _, it in ipairs(ledger) do
   if it.h == holder and it.s == seq and seq > 0 then mine = it end
 end
 local matched = 0
-if mine then matched = 1 end
+if mine then
+  matched = 1
+  mine.r = nil -- its report changes it
+end
 if mine then
   local u = math.min(used, mine.amt)
   local t = now
@@ -248,7 +254,7 @@ end
 local items, holders, last_end = {}, 0, now
 for _, it in ipairs(ledger) do
   if it.amt > 0 then
-    items[#items + 1] = string.format('%s:%d:%d:%d', it.h, it.amt, it.e, it.s)
+    items[#items + 1] = it.r or string.format('%s:%d:%d:%d', it.h, it.amt, it.e, it.s)
     holders = holders + 1
     if it.e > last_end then last_end = it.e end
   end

@@ -2,8 +2,10 @@
 -- DESIGN-allowances.md, sections 2.4 and 3). The twin of allowance.lua for
 -- the window algorithms: same arguments, same answer.
 --
--- KEYS[1] is the state key. ARGV[1] is one string of integers:
---   op alg limit n p w now seq used spent_at want lease [need held]
+-- KEYS[1] is the state key. ARGV[1] is fourteen signed 64-bit
+-- little-endian integers (read with struct.unpack, as allow.lua's; any
+-- that follow are not read):
+--   op alg limit n p w now seq used spent_at want lease need held
 -- op: 1 take or renew, 2 return. alg: 3 fixed, 5 sliding window. now: µs,
 -- or -1 for the server's TIME. seq: the holder's lease (0: none). used:
 -- units spent under it since the last report; spent_at: a time at or after
@@ -41,14 +43,11 @@ local function idiv(a, b)
   return q
 end
 
-local spec = {}
-for x in string.gmatch(ARGV[1], '%S+') do spec[#spec + 1] = tonumber(x) end
-local op, alg, limit, w = spec[1], spec[2], spec[3], spec[6]
-local now, seq, used, spent_at, want, lease = spec[7], spec[8], spec[9], spec[10], spec[11], spec[12]
+local op, alg, limit, _, _, w, now, seq, used, spent_at, want, lease, need, held =
+  struct.unpack('<i8i8i8i8i8i8i8i8i8i8i8i8i8i8', ARGV[1])
 -- No lease holds more than the limit, so no report of its spends is more
 -- (see allowance.lua).
 used = math.max(0, math.min(used, limit))
-local need, held = spec[13] or 0, spec[14] or -1
 local holder = ARGV[2]
 local slack = 3600000
 if now < 0 then

@@ -2,7 +2,6 @@ package redislimit
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/costwise/batcher/limit"
@@ -45,9 +44,12 @@ func (s *Store) LendWindowForTest(ctx context.Context, key string, p limit.Polic
 	if err != nil {
 		return Lease{}, err
 	}
-	args := fmt.Sprint(lendTake, u.alg, u.limit, u.n, u.p, u.w, s.now(), seq, used, -1, want,
-		int64(lease/time.Microsecond), need, held)
-	res, err := s.send(ctx, allowanceWindowScript, []string{s.Key(key, p)}, args, holder)
+	var args []byte
+	for _, x := range [...]int64{lendTake, u.alg, u.limit, u.n, u.p, u.w, s.now(), seq, used, -1, want,
+		int64(lease / time.Microsecond), need, held} {
+		args = appendAllowArg(args, x)
+	}
+	res, err := s.send(ctx, allowanceWindowScript, []string{s.Key(key, p)}, string(args), holder)
 	if err != nil {
 		return Lease{}, err
 	}

@@ -3,7 +3,6 @@ package redislimit
 import (
 	"context"
 	_ "embed"
-	"strconv"
 	"time"
 
 	"github.com/costwise/batcher/limit"
@@ -66,11 +65,10 @@ func (s *Store) lend(ctx context.Context, key string, p limit.Policy, r lendRequ
 	if sc == nil {
 		return lendResult{}, &limit.PolicyError{Policy: p.Name, Field: "algorithm", Reason: "allowances do not hold the rolling window"}
 	}
-	b := make([]byte, 0, 96)
+	b := make([]byte, 0, 15*8)
 	for _, x := range [...]int64{int64(r.op), u.alg, u.limit, u.n, u.p, u.w, s.now(), r.seq, r.used,
 		r.spentAt, r.want, int64(r.lease / time.Microsecond), r.need, r.held, int64(r.grid / time.Microsecond)} {
-		b = strconv.AppendInt(b, x, 10)
-		b = append(b, ' ')
+		b = appendAllowArg(b, x)
 	}
 	k := s.Key(key, p)
 	res, err := s.send(ctx, sc, []string{k}, string(b), r.holder)

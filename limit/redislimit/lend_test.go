@@ -328,31 +328,46 @@ func TestLeaseReportOutOfRange(t *testing.T) {
 	}
 }
 
-// TestOneTripChargesEndedLeasesInEndOrder: a lease taken after a longer
-// one may end first, so a state's ledger is not always in the order its
-// leases end. A one-trip decision (allow.lua) charges the leases that have
-// ended in the order they ended, as allowance.lua does: charged the other
-// way round, the earlier lease's units would count from the later end and
-// the key would stay refused longer than its rule says.
-func TestOneTripChargesEndedLeasesInEndOrder(t *testing.T) {
+// TestEndedLeasesChargedInEndOrder: a lease taken after a longer one may
+// end first, so a state's ledger is not always in the order its leases
+// end. Both scripts that read a ledger (allow.lua for one-trip decisions,
+// allowance.lua for takes) charge the leases that have ended in the order
+// they ended: charged the other way round, the earlier lease's units would
+// count from the later end and the key would stay refused longer than its
+// rule says.
+func TestEndedLeasesChargedInEndOrder(t *testing.T) {
 	ctx := context.Background()
-	clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
-	s := lendStores(t, clock, 1)[0]
-	p := limit.TokenBucket(100, limit.PerSecond(1)).Named("tb")
-	if a, err := s.LendForTest(ctx, "k", p, "a", false, 0, 0, -1, 10, time.Minute); err != nil || a.Granted != 10 {
-		t.Fatalf("a's take: %+v %v, want 10 granted", a, err)
+	readers := map[string]func(s *redislimit.Store, p limit.Policy) (int64, error){
+		"allow.lua": func(s *redislimit.Store, p limit.Policy) (int64, error) {
+			d, err := s.EndLeaseForTest(ctx, "k", p, 0, 0)
+			return d.Remaining, err
+		},
+		"allowance.lua": func(s *redislimit.Store, p limit.Policy) (int64, error) {
+			l, err := s.LendForTest(ctx, "k", p, "c", false, 0, 0, -1, 0, time.Second)
+			return l.Remaining, err
+		},
 	}
-	if b, err := s.LendForTest(ctx, "k", p, "b", false, 0, 0, -1, 10, time.Second); err != nil || b.Granted != 10 {
-		t.Fatalf("b's take: %+v %v, want 10 granted", b, err)
-	}
-	clock.Advance(61 * time.Second)
-	// b's 10 units are charged at its end (1 s) and drain by 11 s; a's 10
-	// at 60 s, 9 of them still owed at 61 s.
-	d, err := s.EndLeaseForTest(ctx, "k", p, 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d.Remaining != 91 {
-		t.Fatalf("a second after the later lease ended: %d remaining, want 91", d.Remaining)
+	for script, read := range readers {
+		t.Run(script, func(t *testing.T) {
+			clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
+			s := lendStores(t, clock, 1)[0]
+			p := limit.TokenBucket(100, limit.PerSecond(1)).Named("tb")
+			if a, err := s.LendForTest(ctx, "k", p, "a", false, 0, 0, -1, 10, time.Minute); err != nil || a.Granted != 10 {
+				t.Fatalf("a's take: %+v %v, want 10 granted", a, err)
+			}
+			if b, err := s.LendForTest(ctx, "k", p, "b", false, 0, 0, -1, 10, time.Second); err != nil || b.Granted != 10 {
+				t.Fatalf("b's take: %+v %v, want 10 granted", b, err)
+			}
+			clock.Advance(61 * time.Second)
+			// b's 10 units are charged at its end (1 s) and drain by 11 s;
+			// a's 10 at 60 s, 9 of them still owed at 61 s.
+			got, err := read(s, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != 91 {
+				t.Fatalf("a second after the later lease ended: %d remaining, want 91", got)
+			}
+		})
 	}
 }
