@@ -22,7 +22,6 @@ import (
 //	go test -run '^$' -bench AllowScriptBatch ./limit/redislimit/
 func BenchmarkAllowScriptBatch(b *testing.B) {
 	srv := redistest.StartServer(b)
-	ctx := context.Background()
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	defer c.Close()
 	for _, n := range []int{1, 16, 256} {
@@ -39,40 +38,43 @@ func BenchmarkAllowScriptBatch(b *testing.B) {
 			// The renewal: token bucket, limit 1,000,000 per second, cost
 			// 0, the server's time, 20 units more for 60 s, extending
 			// lease now (HOLDERAAAAAAAAAA's) after 7 units spent.
-			args := func() string {
-				var buf []byte
-				for range n {
-					for _, x := range [...]int64{1, 1_000_000, 1, 1, 1, 0, -1, 20, 60_000_000, -now, 7, -1} {
-						buf = appendAllowArg(buf, x)
-					}
-				}
-				return string(buf)
-			}
-			if err := allowScript.Load(ctx, c).Err(); err != nil {
-				b.Fatal(err)
-			}
-			if err := c.ConfigResetStat(ctx).Err(); err != nil {
-				b.Fatal(err)
-			}
-			b.ResetTimer()
-			for b.Loop() {
-				b.StopTimer()
-				// Each call renews the same leases.
-				if err := c.MSet(ctx, states...).Err(); err != nil {
-					b.Fatal(err)
-				}
-				a := args()
-				b.StartTimer()
-				if err := allowScript.Run(ctx, c, keys, a, "HOLDERAAAAAAAAAA").Err(); err != nil {
-					b.Fatal(err)
+			var args []byte
+			for range n {
+				for _, x := range [...]int64{1, 1_000_000, 1, 1, 1, 0, -1, 20, 60_000_000, -now, 7, -1} {
+					args = appendAllowArg(args, x)
 				}
 			}
-			b.StopTimer()
-			calls, usec := evalshaStats(b, c)
-			if calls > 0 {
-				b.ReportMetric(usec/calls/float64(n), "server-µs/key")
-			}
+			serverTime(b, c, allowScript, keys, states, string(args), float64(n), "server-µs/key")
 		})
+	}
+}
+
+// serverTime runs sc on keys with args, the keys set to states (key,
+// value pairs) before each call, and reports the server's time per call
+// divided by per.
+func serverTime(b *testing.B, c *redis.Client, sc *redis.Script, keys []string, states []any, args string, per float64, unit string) {
+	ctx := context.Background()
+	if err := sc.Load(ctx, c).Err(); err != nil {
+		b.Fatal(err)
+	}
+	if err := c.ConfigResetStat(ctx).Err(); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		b.StopTimer()
+		// Each call finds the same states.
+		if err := c.MSet(ctx, states...).Err(); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		if err := sc.Run(ctx, c, keys, args, "HOLDERAAAAAAAAAA").Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	if calls, usec := evalshaStats(b, c); calls > 0 {
+		b.ReportMetric(usec/calls/per, unit)
 	}
 }
 
@@ -109,7 +111,6 @@ func evalshaStats(b *testing.B, c *redis.Client) (calls, usec float64) {
 //	go test -run '^$' -bench AllowanceScriptTake ./limit/redislimit/
 func BenchmarkAllowanceScriptTake(b *testing.B) {
 	srv := redistest.StartServer(b)
-	ctx := context.Background()
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	defer c.Close()
 	const key = "bench:{hot}::tb"
@@ -121,30 +122,9 @@ func BenchmarkAllowanceScriptTake(b *testing.B) {
 	// op take, token bucket, limit 1,000, n 1, p 1,000, w 1,000,000, the
 	// server's time, lease now, 40 used (at or before now), 50 wanted for
 	// 500 ms, no decision waiting, the remainder not known, a 200 ms grid.
-	var buf []byte
+	var args []byte
 	for _, x := range [...]int64{1, 1, 1000, 1, 1000, 1_000_000, -1, now, 40, -1, 50, 500_000, 0, -1, 200_000} {
-		buf = appendAllowArg(buf, x)
+		args = appendAllowArg(args, x)
 	}
-	args := string(buf)
-	if err := allowanceScript.Load(ctx, c).Err(); err != nil {
-		b.Fatal(err)
-	}
-	if err := c.ConfigResetStat(ctx).Err(); err != nil {
-		b.Fatal(err)
-	}
-	b.ResetTimer()
-	for b.Loop() {
-		b.StopTimer()
-		if err := c.Set(ctx, key, state, time.Hour).Err(); err != nil {
-			b.Fatal(err)
-		}
-		b.StartTimer()
-		if err := allowanceScript.Run(ctx, c, []string{key}, args, "HOLDERAAAAAAAAAA").Err(); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.StopTimer()
-	if calls, usec := evalshaStats(b, c); calls > 0 {
-		b.ReportMetric(usec/calls, "server-µs/call")
-	}
+	serverTime(b, c, allowanceScript, []string{key}, []any{key, state}, string(args), 1, "server-µs/call")
 }
