@@ -604,6 +604,10 @@ func (l *lender) sweep(ctx context.Context, all bool) {
 						se.taking, se.returning = b.done, true
 					}
 					back = append(back, b)
+					// The units leave what this store counts now: a read
+					// during the give-back or after it (top - left) counts
+					// what was spent, as Redis will once they are back.
+					se.top -= se.left
 				} else {
 					l.forfeited.Add(se.left)
 				}
@@ -625,9 +629,13 @@ func (l *lender) sweep(ctx context.Context, all bool) {
 		testHookCoolGiveBack()
 	}
 	for _, b := range back {
-		l.giveBack(ctx, b)
+		n := l.giveBack(ctx, b)
 		if b.done != nil {
 			b.sh.mu.Lock()
+			if b.se.key == b.key {
+				// What Redis did not take back it still counts.
+				b.se.top += b.left - n
+			}
 			b.se.taking, b.se.returning = nil, false
 			close(b.done)
 			b.sh.mu.Unlock()
@@ -643,9 +651,9 @@ var testHookGiveBack func()
 // units from the series and giving them back.
 var testHookCoolGiveBack func()
 
-// giveBack returns one lease's unspent units; what Redis does not take
-// back is forfeited.
-func (l *lender) giveBack(ctx context.Context, b lease) {
+// giveBack returns one lease's unspent units and reports how many Redis
+// took back; what it does not take back is forfeited.
+func (l *lender) giveBack(ctx context.Context, b lease) uint64 {
 	ctx, cancel := context.WithTimeout(ctx, batchTimeout)
 	defer cancel()
 	n, err := returnScript.Run(ctx, l.s.client, []string{b.key, b.ledger},
@@ -653,8 +661,10 @@ func (l *lender) giveBack(ctx context.Context, b lease) {
 	if err != nil || n < 0 {
 		n = 0
 	}
+	back := min(b.left, uint64(n))
 	l.returned.Add(uint64(n))
-	l.forfeited.Add(b.left - min(b.left, uint64(n)))
+	l.forfeited.Add(b.left - back)
+	return back
 }
 
 // close stops the sweeper and, after the takes in flight, gives back every

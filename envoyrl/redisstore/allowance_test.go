@@ -627,3 +627,48 @@ func decidedDuringCoolingGiveBack(t *testing.T, idle time.Duration) {
 		t.Errorf("counter %d after the give-back and the decision, want %d to 1000", n, 1000-(held-hits)+1)
 	}
 }
+
+// TestAllowanceReadDuringCoolingGiveBack: a read of a counter (Get, as
+// StopIncrementWhenOverLimit makes before adding) while the sweep gives
+// back a cooled series' units, and after, counts what was spent, not the
+// units lent and being returned: counted, they made a request's other
+// descriptors report less remaining than the counter has, and could find
+// one over its limit that is not.
+func TestAllowanceReadDuringCoolingGiveBack(t *testing.T) {
+	const hits = 25
+	h := holding(t, hits)
+	st, key, held := h.st, h.key, h.held
+	defer st.Close()
+	read := func() uint64 {
+		c := []envoyrl.Counter{{Key: key, Limit: 1000, End: h.clock.Now().Truncate(time.Hour).Add(time.Hour).Unix()}}
+		if err := st.Get(context.Background(), c); err != nil {
+			t.Fatal(err)
+		}
+		return c[0].Count
+	}
+	if got := read(); got != hits {
+		t.Fatalf("read while holding %d units: %d, want the %d hits", held-hits, got, hits)
+	}
+	during := make(chan uint64, 1)
+	var once sync.Once
+	redisstore.SetCoolGiveBackHookForTest(func() {
+		once.Do(func() { during <- read() })
+	})
+	t.Cleanup(func() { redisstore.SetCoolGiveBackHookForTest(nil) })
+	h.clock.Add(2 * time.Second) // the default period is 250 ms: two idle ones cool it
+	st.SweepForTest()
+	select {
+	case got := <-during:
+		if got != hits {
+			t.Errorf("read during the give-back of %d units: %d, want the %d hits", held-hits, got, hits)
+		}
+	default:
+		t.Fatal("no sweep gave the cooled series back")
+	}
+	if got := read(); got != hits {
+		t.Errorf("read after the give-back: %d, want the %d hits", got, hits)
+	}
+	if x := st.AllowanceStats(); x.Returned != held-hits {
+		t.Errorf("stats: %+v, want %d returned", x, held-hits)
+	}
+}
