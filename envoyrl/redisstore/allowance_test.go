@@ -672,3 +672,44 @@ func TestAllowanceReadDuringCoolingGiveBack(t *testing.T) {
 		t.Errorf("stats: %+v, want %d returned", x, held-hits)
 	}
 }
+
+// TestAllowanceRefusedCoolingGiveBack checks a cooling give-back that Redis
+// refuses (here, the store's entry gone from the ledger): the units stay
+// spent in Redis, so a read after it counts them again, and the stats call
+// them forfeited, not returned.
+func TestAllowanceRefusedCoolingGiveBack(t *testing.T) {
+	const hits = 25
+	h := holding(t, hits)
+	st, admin, key, held := h.st, h.admin, h.key, h.held
+	defer st.Close()
+	read := func() uint64 {
+		c := []envoyrl.Counter{{Key: key, Limit: 1000, End: h.clock.Now().Truncate(time.Hour).Add(time.Hour).Unix()}}
+		if err := st.Get(context.Background(), c); err != nil {
+			t.Fatal(err)
+		}
+		return c[0].Count
+	}
+	var hooked atomic.Bool
+	redisstore.SetCoolGiveBackHookForTest(func() {
+		if hooked.CompareAndSwap(false, true) {
+			if err := admin.Del(context.Background(), "{"+key+"}.lent").Err(); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	t.Cleanup(func() { redisstore.SetCoolGiveBackHookForTest(nil) })
+	h.clock.Add(2 * time.Second) // two idle periods of the default 250 ms cool it
+	st.SweepForTest()
+	if !hooked.Load() {
+		t.Fatal("no sweep gave the cooled series back")
+	}
+	if n, _ := admin.Get(context.Background(), key).Uint64(); n != held {
+		t.Fatalf("counter %d after the refused give-back, want the %d lent kept", n, held)
+	}
+	if got := read(); got != held {
+		t.Errorf("read after the refused give-back: %d, want the %d Redis counts", got, held)
+	}
+	if x := st.AllowanceStats(); x.Returned != 0 || x.Forfeited != held-hits {
+		t.Errorf("stats: %+v, want 0 returned, %d forfeited", x, held-hits)
+	}
+}

@@ -274,8 +274,9 @@ func appendHash(b []byte, key string) []byte {
 	return b
 }
 
-// appendAllowArg appends x to the arguments of allow.lua, which reads each
-// as a signed 64-bit little-endian integer.
+// appendAllowArg appends x to the packed arguments of allow.lua or of a
+// lending script (allowance.lua, allowance_window.lua), which read each as a
+// signed 64-bit little-endian integer.
 func appendAllowArg(b []byte, x int64) []byte {
 	return binary.LittleEndian.AppendUint64(b, uint64(x))
 }
