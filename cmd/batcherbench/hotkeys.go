@@ -568,8 +568,9 @@ func (b *bench) hotRows(hp hotPlan, alg limit.Algorithm, cfg hotConfig, runs map
 		Values: map[string]float64{"on_p99_us": us(p99on), "on_hot_p99_us": us(histQuantile(on.hotLat, 0.99)), "on_over_50us": histAbove(on.lat, 50_000),
 			"off_p99_us": us(p99off), "memory_p99_us": us(p99mem), "memory_one_p99_us": us(p99mem1), "memory_over_50us": histAbove(mem.lat, 50_000),
 			"on_preempted_per_s": float64(on.preempted) / on.seconds, "memory_preempted_per_s": float64(mem.preempted) / mem.seconds},
-		Note: fmt.Sprintf("quantiles on / memory in each process: %s; decisions over 50 µs (a Redis round trip): on %s, off %s, memory in each process %s; workers' CPU per decision: on %.1f µs, off %.1f µs, memory %.1f µs; workers preempted by the kernel %.0f/s on, %.0f/s memory in each process, %.0f/s in one; redis-server busy %s of a core on, %s off",
-			quantiles(on.lat, mem.lat), fmtPct(histAbove(on.lat, 50_000)), fmtPct(histAbove(off.lat, 50_000)), fmtPct(histAbove(mem.lat, 50_000)), cpuPer(on), cpuPer(off), cpuPer(mem),
+		Note: fmt.Sprintf("quantiles on / memory in each process: %s; by key: the %d hottest %s, the others %s; decisions over 50 µs (a Redis round trip): on %s, off %s, memory in each process %s; workers' CPU per decision: on %.1f µs, off %.1f µs, memory %.1f µs; workers preempted by the kernel %.0f/s on, %.0f/s memory in each process, %.0f/s in one; redis-server busy %s of a core on, %s off",
+			quantiles(on.lat, mem.lat), len(cfg.HotLimits), pathQuantiles(on.hotLat, mem.hotLat), pathQuantiles(subHist(on.lat, on.hotLat), subHist(mem.lat, mem.hotLat)),
+			fmtPct(histAbove(on.lat, 50_000)), fmtPct(histAbove(off.lat, 50_000)), fmtPct(histAbove(mem.lat, 50_000)), cpuPer(on), cpuPer(off), cpuPer(mem),
 			float64(on.preempted)/on.seconds, float64(mem.preempted)/mem.seconds, float64(mem1.preempted)/mem1.seconds,
 			fmtPct(on.redisCPU/on.seconds), fmtPct(off.redisCPU/off.seconds))})
 }
@@ -583,6 +584,22 @@ func quantiles(a, b []int64) string {
 			fmtNs(histQuantile(a, q)), fmtNs(histQuantile(b, q))))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// pathQuantiles is the p90 and p99 of two latency histograms of one part
+// of the keys, side by side.
+func pathQuantiles(a, b []int64) string {
+	return fmt.Sprintf("p90 %s / %s, p99 %s / %s", fmtNs(histQuantile(a, 0.9)), fmtNs(histQuantile(b, 0.9)),
+		fmtNs(histQuantile(a, 0.99)), fmtNs(histQuantile(b, 0.99)))
+}
+
+// subHist is the histogram a less the counts of b, a part of it.
+func subHist(a, b []int64) []int64 {
+	out := slices.Clone(a)
+	for i, n := range b {
+		out[i] -= n
+	}
+	return out
 }
 
 // fmtNs prints a latency to the nanosecond under 10 µs, else as fmtDur.

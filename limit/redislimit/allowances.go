@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/base32"
 	"hash/maphash"
-	"maps"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -80,10 +79,10 @@ func (s *Store) AllowanceStats() AllowanceStats {
 		Remote: c.remote.Load(), Commands: c.commands.Load(),
 		ColdLeases: s.coldLeases(), ColdRenewals: c.coldRenewals.Load()}
 	if s.lent != nil {
+		st.Local = s.lent.local.load()
 		for i := range s.lent.shards {
-			sh := &s.lent.shards[i]
-			cold := sh.coldCounted()
-			st.Local += sh.local.Load() + cold
+			cold := s.lent.shards[i].coldCounted()
+			st.Local += cold
 			st.ColdLocal += cold
 		}
 	}
@@ -131,6 +130,11 @@ func (s *Store) coldLeases() int64 {
 // allowances are a store's local allowances.
 type allowances struct {
 	shards [shardCount]allowShard // first: see allowShard
+	// local is the decisions the allowances answered (AllowanceStats.Local),
+	// counted on the calling goroutine's stripe, so that decisions on two
+	// processors write no common line for it; its stripes start on a line
+	// as the shards end on one.
+	local  stripes
 	s      *Store
 	stats  *counters
 	holder string
@@ -140,7 +144,7 @@ type allowances struct {
 
 	anchor     time.Time    // see now
 	anchorNs   int64        // anchor's Unix ns
-	grain      int64        // ns: the spends' dates are kept to it (spendFrom)
+	grain      int64        // ns: the spends' and uses' dates are kept to it (spendFrom)
 	seed       maphash.Seed // picks the shards
 	count      atomic.Int64 // records
 	coldLeases coldState    // lease 0: none
@@ -175,19 +179,17 @@ type allowShard struct {
 	// (under mu) whenever recs changes, never written after, so that a
 	// hot key's decisions do not queue on the shard's lock behind one
 	// another and every other key of the shard.
-	hot  atomic.Pointer[map[string]*allowance]
+	hot  atomic.Pointer[hotTable]
 	cold coldTable // cold leases (Options.ColdLease), by Redis key
 	_    [64 - (8+24)%64]byte
 
-	// local is the decisions the shard's allowances answered, counted
-	// apart from the other shards' so that decisions on different keys
-	// write no common line (AllowanceStats.Local); coldLocal those of the
-	// cold leases that ended (coldLease.spends has the others').
-	local, coldLocal atomic.Int64
+	// coldLocal is the decisions of the cold leases that ended
+	// (coldLease.spends has the others').
+	coldLocal atomic.Int64
 	// moving is odd while a lease's count moves to coldLocal (end, under
 	// mu), so that coldCounted sees the move whole or not at all.
 	moving atomic.Uint64
-	_      [40]byte
+	_      [48]byte
 }
 
 // The shards start on a cache line (they open allowances, which is larger
@@ -195,7 +197,8 @@ type allowShard struct {
 var (
 	_ [0]struct{} = [unsafe.Sizeof(allowShard{}) % 64]struct{}{}
 	_ [0]struct{} = [unsafe.Offsetof(allowShard{}.hot) % 64]struct{}{}
-	_ [0]struct{} = [unsafe.Offsetof(allowShard{}.local) % 64]struct{}{}
+	_ [0]struct{} = [unsafe.Offsetof(allowShard{}.coldLocal) % 64]struct{}{}
+	_ [0]struct{} = [unsafe.Offsetof(allowances{}.local) % 64]struct{}{}
 )
 
 // heat is how busy a key without an allowance has been, by period.
@@ -220,7 +223,7 @@ type allowance struct {
 	// the one a decision moves between processors.
 	avail     atomic.Int64 // units left to spend
 	lastSpend atomic.Int64 // Unix ns, at or after the latest spend
-	lastUse   atomic.Int64 // Unix ns of the latest decision
+	lastUse   atomic.Int64 // Unix ns at or after the latest decision, by a grain at most (decideFast)
 	demand    atomic.Int64 // cost decided since rateAt, allowed or refused
 
 	deadline  atomic.Int64 // local Unix ns; nothing is spent at or after it
@@ -230,12 +233,15 @@ type allowance struct {
 	promised  atomic.Int64 // Unix ns: the latest time a refused decision on the key was told to come back
 	refused   atomic.Int64 // the largest cost refused since the remainder last met it
 	srvRemain atomic.Int64 // what the last call said is left in Redis
+	rateAtNs  atomic.Int64 // rateAt, Unix ns
 	reset     atomic.Int64 // its reset, ns
 	closed    atomic.Bool
 	nudged    atomic.Bool
 
 	mu      sync.Mutex
 	sh      *allowShard
+	h       uint64 // rk's hash
+	bucket  bool   // bucketLike(p)
 	rk, key string
 	p       limit.Policy
 	seq     int64 // the lease; 0 for none
@@ -246,7 +252,7 @@ type allowance struct {
 	base      int64
 	sent      time.Time     // local time the last answered call was sent
 	server    int64         // the server's time of that call, µs
-	rateAt    time.Time     // start of the current rate sample
+	rateAt    time.Time     // start of the current rate sample; rateAtNs has it for decideFast
 	rate      float64       // cost per second decided here, smoothed
 	holders   int64         // the most holders the answers of the last lease counted
 	holdersAt time.Time     // local time of the answer that set holders
@@ -353,15 +359,8 @@ func (r *allowance) give(n int64) {
 	r.avail.Add(n)
 }
 
-// publish replaces sh.hot by a copy of sh.recs (sh.mu held).
-func (sh *allowShard) publish() {
-	if len(sh.recs) == 0 {
-		sh.hot.Store(nil)
-		return
-	}
-	m := maps.Clone(sh.recs)
-	sh.hot.Store(&m)
-}
+// publish replaces sh.hot by a table of sh.recs (sh.mu held).
+func (sh *allowShard) publish() { sh.hot.Store(newHotTable(sh.recs)) }
 
 func newAllowances(s *Store, lease time.Duration, max int) *allowances {
 	var id [7]byte
@@ -429,11 +428,6 @@ func (a *allowances) nowNs() int64 {
 // shard is the shard of the Redis key rk.
 func (a *allowances) shard(rk string) *allowShard { return a.shardAt(a.hash(rk)) }
 
-// shardOf is shard of a key's bytes.
-func (a *allowances) shardOf(rkb []byte) *allowShard {
-	return a.shardAt(maphash.Bytes(a.seed, rkb))
-}
-
 // hash is the hash of the Redis key rk that picks its shard and its slot
 // in the shard's cold leases.
 func (a *allowances) hash(rk string) uint64 { return maphash.String(a.seed, rk) }
@@ -445,8 +439,9 @@ func (a *allowances) shardAt(h uint64) *allowShard { return &a.shards[h>>(64-sha
 // answered count towards heat (see warm): calls that gave up, on a frozen
 // or unreachable server, never make a key hot.
 func (a *allowances) get(rkb []byte, key string, p limit.Policy) *allowance {
-	sh := a.shardOf(rkb)
-	if r := sh.held(rkb); r != nil {
+	h := maphash.Bytes(a.seed, rkb)
+	sh := a.shardAt(h)
+	if r := sh.held(h, rkb); r != nil {
 		return r
 	}
 	sh.mu.Lock()
@@ -454,10 +449,10 @@ func (a *allowances) get(rkb []byte, key string, p limit.Policy) *allowance {
 	return a.getLocked(sh, rkb, key, p)
 }
 
-// held returns the allowance of rkb, if any, without sh.mu.
-func (sh *allowShard) held(rkb []byte) *allowance {
-	if m := sh.hot.Load(); m != nil {
-		return (*m)[string(rkb)]
+// held returns the allowance of rkb (h its hash), if any, without sh.mu.
+func (sh *allowShard) held(h uint64, rkb []byte) *allowance {
+	if t := sh.hot.Load(); t != nil {
+		return t.get(h, unsafe.String(unsafe.SliceData(rkb), len(rkb)))
 	}
 	return nil
 }
@@ -507,8 +502,9 @@ func (a *allowances) getLocked(sh *allowShard, rkb []byte, key string, p limit.P
 	if first == 0 {
 		first = int64(h.prev)
 	}
-	r := &allowance{sh: sh, rk: rk, key: key, p: p, rateAt: now,
+	r := &allowance{sh: sh, rk: rk, h: a.hash(rk), key: key, p: p, bucket: bucketLike(p), rateAt: now,
 		rate: float64(first) / a.period.Seconds()}
+	r.rateAtNs.Store(now.UnixNano())
 	r.lastUse.Store(now.UnixNano())
 	r.tgt.Store(a.target(r))
 	if h.retryAt > now.UnixNano() {
@@ -710,7 +706,7 @@ func (a *allowances) decideLocked(ctx context.Context, r *allowance, cost int64)
 		r.askAt = a.askAt(r, now)
 		r.promise(r.notBefore.UnixNano(), cost)
 		r.end()
-		r.sh.local.Add(1)
+		a.local.add(1)
 		return r.decision(false, wait, 0), true
 	}
 }
@@ -720,8 +716,10 @@ func (a *allowances) decideLocked(ctx context.Context, r *allowance, cost int64)
 // refusal state says no (see decide, which it answers as). False: decide
 // under the lock, dec untouched.
 func (a *allowances) decideFast(r *allowance, ns, cost int64, dec *limit.Decision) bool {
+	// Dated a grain ahead, as the spends are: the decisions within it
+	// write nothing for it, so that a refusal writes no line (below).
 	if r.lastUse.Load() < ns {
-		r.lastUse.Store(ns)
+		r.lastUse.Store(ns + a.grain)
 	}
 	if ns < r.deadline.Load() {
 		if left, ok := r.spend(ns, a.grain, cost); ok {
@@ -756,17 +754,40 @@ func (a *allowances) decideFast(r *allowance, ns, cost int64, dec *limit.Decisio
 		// promise stays noted, which only keeps more for the key.
 		return false
 	}
-	r.demand.Add(cost)
-	r.sh.local.Add(1)
+	if a.countRefused(r, ns) {
+		r.demand.Add(cost)
+	}
+	a.local.add(1)
 	*dec = r.decision(false, retry, 0)
 	return true
+}
+
+// countRefused reports whether a decision refused on r at ns adds to r's
+// demand. It does until the rate sample holds twice the limit, and twice
+// the limit every 1.25 periods since the sample began: four times the rate
+// at which target stops growing with the rate (see target), so that while
+// the refusals go on up to the next take, the rate sets the target by the
+// key's share alone, as it would counting every refusal. Past that,
+// refusals leave the count as it is, so that a saturated key's refusals
+// write nothing that decisions on the other processors read, as a refusal
+// of the memory store writes nothing. A burst of refusals followed by
+// silence until the take counts less than it was, and the take is smaller.
+// Window keys count every refusal: their rate also bounds a take near the
+// window's end.
+func (a *allowances) countRefused(r *allowance, ns int64) bool {
+	d, lim := r.demand.Load(), r.p.Limit
+	if d < 2*lim || !r.bucket {
+		return true
+	}
+	// d - 2 lim < 1.6 lim (ns - rateAt) / period, without a division.
+	return float64(d-2*lim)*float64(a.period) < 1.6*float64(lim)*float64(ns-r.rateAtNs.Load())
 }
 
 // spent counts a decision of cost allowed from r, which left left, and
 // nudges the renewal goroutine when the remainder runs low.
 func (a *allowances) spent(r *allowance, cost, left int64) limit.Decision {
 	r.demand.Add(cost)
-	r.sh.local.Add(1)
+	a.local.add(1)
 	if left*4 < r.tgt.Load() && !r.nudged.Load() && !r.inFlight() && r.nudged.CompareAndSwap(false, true) {
 		select {
 		case a.nudge <- r:
@@ -825,7 +846,7 @@ func (a *allowances) refuse(r *allowance, ns, cost int64, retry time.Duration, p
 	} else {
 		storeMax(&r.refused, cost)
 	}
-	r.sh.local.Add(1)
+	a.local.add(1)
 	return r.decision(false, retry, 0)
 }
 
@@ -899,9 +920,11 @@ func (a *allowances) request(r *allowance, now time.Time, need, held int64) call
 	if el := now.Sub(r.rateAt); el >= a.period/8 {
 		r.rate = (r.rate + float64(r.demand.Swap(0))/el.Seconds()) / 2
 		r.rateAt = now
+		r.rateAtNs.Store(now.UnixNano())
 		r.tgt.Store(a.target(r))
 	} else if el < 0 {
 		r.rateAt = now // the clock went back
+		r.rateAtNs.Store(now.UnixNano())
 	}
 	// At least the largest cost refused since: the decision told to come
 	// back at the refusal time finds it in hand then, even if a renewal

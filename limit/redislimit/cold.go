@@ -259,7 +259,7 @@ func (a *allowances) spendCold(rkb []byte, p *limit.Policy, cost int64, dec *lim
 // spend from the key's cold lease under one hold of the shard's lock, or
 // the key's allowance, or the lend its one-trip decision should carry.
 func (a *allowances) getOrSpendCold(ctx context.Context, sh *allowShard, h uint64, rkb []byte, key string, p limit.Policy, cost int64) (r *allowance, dec limit.Decision, ok bool, ask lendAsk) {
-	if r := sh.held(rkb); r != nil {
+	if r := sh.held(h, rkb); r != nil {
 		return r, dec, false, ask
 	}
 	rk := unsafe.String(&rkb[0], len(rkb))

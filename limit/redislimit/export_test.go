@@ -276,3 +276,25 @@ func (s *Store) AllowancesForTest() (counted, held int) {
 	}
 	return int(s.lent.count.Load()), held
 }
+
+// SharedWordsForTest returns what the decisions on key's allowance under
+// p may write, without a lock: its remainder, the dates of its latest
+// spend and use, its demand, its promised retry time and its largest
+// refused cost; ok false when the key has no allowance.
+func (s *Store) SharedWordsForTest(key string, p limit.Policy) (w [6]int64, ok bool) {
+	r := s.allowanceForTest(key, p)
+	if r == nil {
+		return w, false
+	}
+	return [6]int64{r.avail.Load(), r.lastSpend.Load(), r.lastUse.Load(), r.demand.Load(),
+		r.promised.Load(), r.refused.Load()}, true
+}
+
+// TargetForTest returns the target of key's allowance under p (see
+// target), as of its last take or renewal.
+func (s *Store) TargetForTest(key string, p limit.Policy) int64 {
+	if r := s.allowanceForTest(key, p); r != nil {
+		return r.tgt.Load()
+	}
+	return -1
+}
