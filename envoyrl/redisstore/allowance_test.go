@@ -219,6 +219,17 @@ type holdingStore struct {
 	clock *fakeClock
 }
 
+// read returns the store's count of h's counter (Get, as the stop option
+// reads it before adding).
+func (h holdingStore) read(t *testing.T) uint64 {
+	t.Helper()
+	c := []envoyrl.Counter{{Key: h.key, Limit: 1000, End: h.clock.Now().Truncate(time.Hour).Add(time.Hour).Unix()}}
+	if err := h.st.Get(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	return c[0].Count
+}
+
 // holding starts a server and a store with allowances on a fake clock and
 // sends hits requests, enough for the store to take an allowance.
 func holding(t *testing.T, hits int) holdingStore {
@@ -637,15 +648,9 @@ func decidedDuringCoolingGiveBack(t *testing.T, idle time.Duration) {
 func TestAllowanceReadDuringCoolingGiveBack(t *testing.T) {
 	const hits = 25
 	h := holding(t, hits)
-	st, key, held := h.st, h.key, h.held
+	st, held := h.st, h.held
 	defer st.Close()
-	read := func() uint64 {
-		c := []envoyrl.Counter{{Key: key, Limit: 1000, End: h.clock.Now().Truncate(time.Hour).Add(time.Hour).Unix()}}
-		if err := st.Get(context.Background(), c); err != nil {
-			t.Fatal(err)
-		}
-		return c[0].Count
-	}
+	read := func() uint64 { return h.read(t) }
 	if got := read(); got != hits {
 		t.Fatalf("read while holding %d units: %d, want the %d hits", held-hits, got, hits)
 	}
@@ -682,13 +687,7 @@ func TestAllowanceRefusedCoolingGiveBack(t *testing.T) {
 	h := holding(t, hits)
 	st, admin, key, held := h.st, h.admin, h.key, h.held
 	defer st.Close()
-	read := func() uint64 {
-		c := []envoyrl.Counter{{Key: key, Limit: 1000, End: h.clock.Now().Truncate(time.Hour).Add(time.Hour).Unix()}}
-		if err := st.Get(context.Background(), c); err != nil {
-			t.Fatal(err)
-		}
-		return c[0].Count
-	}
+	read := func() uint64 { return h.read(t) }
 	var hooked atomic.Bool
 	redisstore.SetCoolGiveBackHookForTest(func() {
 		if hooked.CompareAndSwap(false, true) {
