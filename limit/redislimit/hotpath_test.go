@@ -49,8 +49,10 @@ func TestSaturatedRefusalsWriteNothing(t *testing.T) {
 					t.Fatal("no refusal after twice the limit")
 				}
 			}
+			settle(t, s) // no renewal in flight or due, on the fake clock
 			remote := s.AllowanceStats().Remote
 			decide(2*int(p.Limit) + 1)
+			settle(t, s)
 			before, ok := s.SharedWordsForTest("hot", p)
 			if !ok {
 				t.Fatal("the key has no allowance")
@@ -59,6 +61,7 @@ func TestSaturatedRefusalsWriteNothing(t *testing.T) {
 			if n := decide(1000); n != 0 {
 				t.Fatalf("%d of 1000 decisions allowed on the saturated key", n)
 			}
+			settle(t, s)
 			after, _ := s.SharedWordsForTest("hot", p)
 			st := s.AllowanceStats()
 			if st.Remote != remote || st.Local-local != 1000 {
