@@ -650,14 +650,13 @@ func TestAllowanceReadDuringCoolingGiveBack(t *testing.T) {
 	h := holding(t, hits)
 	st, held := h.st, h.held
 	defer st.Close()
-	read := func() uint64 { return h.read(t) }
-	if got := read(); got != hits {
+	if got := h.read(t); got != hits {
 		t.Fatalf("read while holding %d units: %d, want the %d hits", held-hits, got, hits)
 	}
 	during := make(chan uint64, 1)
 	var once sync.Once
 	redisstore.SetCoolGiveBackHookForTest(func() {
-		once.Do(func() { during <- read() })
+		once.Do(func() { during <- h.read(t) })
 	})
 	t.Cleanup(func() { redisstore.SetCoolGiveBackHookForTest(nil) })
 	h.clock.Add(2 * time.Second) // the default period is 250 ms: two idle ones cool it
@@ -670,7 +669,7 @@ func TestAllowanceReadDuringCoolingGiveBack(t *testing.T) {
 	default:
 		t.Fatal("no sweep gave the cooled series back")
 	}
-	if got := read(); got != hits {
+	if got := h.read(t); got != hits {
 		t.Errorf("read after the give-back: %d, want the %d hits", got, hits)
 	}
 	if x := st.AllowanceStats(); x.Returned != held-hits {
@@ -687,7 +686,6 @@ func TestAllowanceRefusedCoolingGiveBack(t *testing.T) {
 	h := holding(t, hits)
 	st, admin, key, held := h.st, h.admin, h.key, h.held
 	defer st.Close()
-	read := func() uint64 { return h.read(t) }
 	var hooked atomic.Bool
 	redisstore.SetCoolGiveBackHookForTest(func() {
 		if hooked.CompareAndSwap(false, true) {
@@ -705,7 +703,7 @@ func TestAllowanceRefusedCoolingGiveBack(t *testing.T) {
 	if n, _ := admin.Get(context.Background(), key).Uint64(); n != held {
 		t.Fatalf("counter %d after the refused give-back, want the %d lent kept", n, held)
 	}
-	if got := read(); got != held {
+	if got := h.read(t); got != held {
 		t.Errorf("read after the refused give-back: %d, want the %d Redis counts", got, held)
 	}
 	if x := st.AllowanceStats(); x.Returned != 0 || x.Forfeited != held-hits {

@@ -241,7 +241,6 @@ type allowance struct {
 	mu      sync.Mutex
 	sh      *allowShard
 	h       uint64 // rk's hash
-	bucket  bool   // bucketLike(p)
 	rk, key string
 	p       limit.Policy
 	seq     int64 // the lease; 0 for none
@@ -502,7 +501,7 @@ func (a *allowances) getLocked(sh *allowShard, rkb []byte, key string, p limit.P
 	if first == 0 {
 		first = int64(h.prev)
 	}
-	r := &allowance{sh: sh, rk: rk, h: a.hash(rk), key: key, p: p, bucket: bucketLike(p), rateAt: now,
+	r := &allowance{sh: sh, rk: rk, h: a.hash(rk), key: key, p: p, rateAt: now,
 		rate: float64(first) / a.period.Seconds()}
 	r.rateAtNs.Store(now.UnixNano())
 	r.lastUse.Store(now.UnixNano())
@@ -776,7 +775,7 @@ func (a *allowances) decideFast(r *allowance, ns, cost int64, dec *limit.Decisio
 // window's end.
 func (a *allowances) countRefused(r *allowance, ns int64) bool {
 	d, lim := r.demand.Load(), r.p.Limit
-	if d < 2*lim || !r.bucket {
+	if d < 2*lim || !bucketLike(r.p) {
 		return true
 	}
 	// d - 2 lim < 1.6 lim (ns - rateAt) / period, without a division.

@@ -159,8 +159,9 @@ func BenchmarkColdSpendByKeys(b *testing.B) {
 	}
 }
 
-// coldOrMemory is a memory store, or a Redis store on addr with every
-// decision's key leased cold for lease (mode "cold").
+// coldOrMemory is a memory store, or a Redis store on addr with local
+// allowances and every decision's key leased cold for lease (any other
+// mode; a lease of 0 leases none, so keys are lent only once hot).
 func coldOrMemory(b *testing.B, addr, mode string, lease time.Duration) limit.Store {
 	if mode == "memory" {
 		m, err := limit.NewMemory(limit.MemoryOptions{})

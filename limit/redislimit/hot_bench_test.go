@@ -12,7 +12,6 @@ import (
 	"github.com/costwise/batcher/internal/redistest"
 	"github.com/costwise/batcher/limit"
 	"github.com/costwise/batcher/limit/redislimit"
-	"github.com/redis/go-redis/v9"
 )
 
 // BenchmarkHotSpend: what a decision from a hot key's allowance costs
@@ -55,26 +54,9 @@ func benchHotSpend(b *testing.B, srv *redistest.Server, name string, p limit.Pol
 		}
 		for _, mode := range []string{"hot", "memory"} {
 			b.Run(name+"/"+strconv.Itoa(n)+"/"+mode, func(b *testing.B) {
-				var s limit.Store
-				var rs *redislimit.Store
-				if mode == "memory" {
-					m, err := limit.NewMemory(limit.MemoryOptions{})
-					if err != nil {
-						b.Fatal(err)
-					}
-					s = m
-				} else {
-					c := redis.NewClient(&redis.Options{Addr: srv.Addr(), PoolSize: 8})
-					b.Cleanup(func() { c.Close() })
-					var err error
-					rs, err = redislimit.New(c, redislimit.Options{Prefix: "hb" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":",
-						LocalAllowance: true})
-					if err != nil {
-						b.Fatal(err)
-					}
-					b.Cleanup(func() { _ = rs.Close(context.Background()) })
-					s = rs
-				}
+				// ColdLease 0: every key here is hot, decided from its allowance.
+				s := coldOrMemory(b, srv.Addr(), mode, 0)
+				rs, _ := s.(*redislimit.Store)
 				var allowed atomic.Int64
 				run := func(g, n int) {
 					d := draws[g]
