@@ -154,12 +154,22 @@ func (c *coldLease) end(sh *allowShard) (used, left int64) {
 func (c *coldLease) ended() bool { return c.avail.Load() < 0 }
 
 // spend takes cost from c at ns, if c has the units and the time under p,
-// and returns what is left. It takes no lock.
+// and returns what is left; c's shard is locked (spendFrom). Without the
+// lock, spendOnce.
 func (c *coldLease) spend(p *limit.Policy, ns, grain, cost int64) (left int64, ok bool) {
 	if ns >= c.deadline.Load() || *c.p != *p {
 		return 0, false
 	}
 	return spendFrom(&c.avail, &c.lastSpend, ns, grain, cost)
+}
+
+// spendOnce is spend without the shard's lock: spendOnce on c's remainder,
+// which held v before the clock read ns.
+func (c *coldLease) spendOnce(p *limit.Policy, v, ns, grain, cost int64) (left int64, ok, moved bool) {
+	if ns >= c.deadline.Load() || *c.p != *p {
+		return 0, false, false
+	}
+	return spendOnce(&c.avail, &c.lastSpend, v, ns, grain, cost)
 }
 
 // coldKeyBytes is the longest Redis key a cold lease holds within itself.
@@ -282,8 +292,18 @@ func (a *allowances) spendColdFast(sh *allowShard, h uint64, rk string, p *limit
 	if c == nil {
 		return false
 	}
-	ns := a.nowNs()
-	left, ok := c.spend(p, ns, a.grain, cost)
+	var (
+		ns, left int64
+		ok       bool
+	)
+	for {
+		v := c.avail.Load() // before the clock (spendOnce)
+		ns = a.nowNs()
+		var moved bool
+		if left, ok, moved = c.spendOnce(p, v, ns, a.grain, cost); ok || !moved {
+			break
+		}
+	}
 	if !ok {
 		return false
 	}

@@ -298,3 +298,67 @@ func (s *Store) TargetForTest(key string, p limit.Policy) int64 {
 	}
 	return -1
 }
+
+// SetAsideForTest takes the whole remainder of key's allowance under p, or
+// of its cold lease, as a take sets it aside for its call, under the lock
+// such a call holds; ok false when the key has neither.
+func (s *Store) SetAsideForTest(key string, p limit.Policy) (held int64, ok bool) {
+	if r := s.allowanceForTest(key, p); r != nil {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.avail.Swap(0), true
+	}
+	c, unlock := s.coldLeaseForTest(key, p)
+	if c == nil {
+		return 0, false
+	}
+	defer unlock()
+	return c.avail.Swap(0), true
+}
+
+// GiveBackForTest adds n units to the remainder of key's allowance under p,
+// or of its cold lease, as the answer of a take or renewal does, under the
+// lock it holds.
+func (s *Store) GiveBackForTest(key string, p limit.Policy, n int64) {
+	if r := s.allowanceForTest(key, p); r != nil {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.begin() // as apply gives
+		r.avail.Add(n)
+		r.end()
+		return
+	}
+	if c, unlock := s.coldLeaseForTest(key, p); c != nil {
+		defer unlock()
+		c.avail.Add(n)
+	}
+}
+
+// LastSpendForTest is the date, in Unix ns, that the latest spend from
+// key's allowance under p, or from its cold lease, is reported at; -1 when
+// the key has neither.
+func (s *Store) LastSpendForTest(key string, p limit.Policy) int64 {
+	if r := s.allowanceForTest(key, p); r != nil {
+		return r.lastSpend.Load()
+	}
+	if c, unlock := s.coldLeaseForTest(key, p); c != nil {
+		defer unlock()
+		return c.lastSpend.Load()
+	}
+	return -1
+}
+
+// coldLeaseForTest returns key's cold lease under p with its shard locked,
+// and the unlock; nil when the key has none.
+func (s *Store) coldLeaseForTest(key string, p limit.Policy) (*coldLease, func()) {
+	rk := s.Key(key, p)
+	h := s.lent.hash(rk)
+	sh := s.lent.shardAt(h)
+	sh.mu.Lock()
+	c := sh.cold.get(h, rk)
+	if c == nil {
+		sh.mu.Unlock()
+		return nil, nil
+	}
+	return c, sh.mu.Unlock
+}
