@@ -368,14 +368,15 @@ func spendFrom(avail, lastSpend *atomic.Int64, ns, grain, cost int64) (left int6
 	}
 }
 
-// spendOnce takes cost from the remainder avail if it still holds v, read
-// before the clock read ns, with lastSpend made at least ns first (see
-// spendFrom); moved reports that it no longer held v. A decision made
-// without a lock is dated at its clock read, so the units it spends must
-// have been held then, and a take's or renewal's answer can land between
-// the read and the spend: the remainder is read before the clock, and the
-// compare-and-swap confirms it unchanged since. When it moved, the caller
-// reads the remainder and the clock again.
+// spendOnce takes cost from the remainder avail if it still holds v, with
+// lastSpend made at least ns first (see spendFrom); moved reports that it
+// no longer held v. A decision is dated at its clock read ns, so the units
+// it spends must have been held then, and a take's or renewal's answer can
+// land between the read and the spend. The caller makes sure that what v
+// holds was held at ns: v read under a lock that every grant takes
+// (spendFrom), or before the clock (a cold lease's spend without the lock,
+// which reads both again when v moved), or between two equal reads of a
+// counter that every grant changes (spendSince).
 func spendOnce(avail, lastSpend *atomic.Int64, v, ns, grain, cost int64) (left int64, ok, moved bool) {
 	if v < cost {
 		return v, false, false
