@@ -306,7 +306,7 @@ func (s *Store) SetAsideForTest(key string, p limit.Policy) (held int64, ok bool
 	if r := s.allowanceForTest(key, p); r != nil {
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		return r.avail.Swap(0), true
+		return r.takeAll(), true
 	}
 	c, unlock := s.coldLeaseForTest(key, p)
 	if c == nil {
