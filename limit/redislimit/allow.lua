@@ -16,12 +16,17 @@
 -- holder ARGV[2]: want units for lease µs, granted only when the decision
 -- is allowed, the holder has no live lease on the key, and at least half
 -- the limit stays free beyond them; seq, when not 0, is the holder's
--- earlier lease on the key, which the call ends first: used units spent
--- under it (at or before spent_at µs; -1: now) are charged, the rest given
--- back. A negative seq extends that lease instead (an early renewal): the
--- spends are charged, the rest stays lent (the holder goes on spending it)
--- and the lease takes the new units and end, or, when none are granted,
--- keeps its old end and seq. want 0 and seq 0: a plain decision.
+-- earlier lease on the key, which the call ends first: used is every unit
+-- spent under it since its grant (the last at or before spent_at µs; -1:
+-- now), of which those not charged yet are (the lease's item keeps the
+-- count charged), the rest given back. Counting from the grant makes a
+-- report idempotent: one sent again after its answer was lost charges
+-- nothing twice. A negative seq extends that lease instead (an early
+-- renewal): the spends are charged, the rest stays lent (the holder goes
+-- on spending it) and the lease keeps its seq and takes the new units and
+-- end, or, when none are granted, keeps its old end. Units granted by a
+-- renewal whose answer was lost stay in the lease, given back with it.
+-- want 0 and seq 0: a plain decision.
 -- A key listed twice sees the first decision's effect. The answer is one
 -- string, "allowed reason remaining retry_us reset_us granted seq now" per
 -- decision (granted units lent under the new lease seq, or, when an
@@ -67,13 +72,20 @@ local vals = redis.call('MGET', unpack(KEYS))
 local states, order = {}, {}
 local out = {}
 
+-- item formats a lease: "holder:amount:lease_end:seq", and ":charged" when
+-- a cold lease's reported spends were charged (see seq and used above).
+local function item(it)
+  if it.c and it.c > 0 then return string.format('%s:%d:%d:%d:%d', it.h, it.amt, it.e, it.s, it.c) end
+  return string.format('%s:%d:%d:%d', it.h, it.amt, it.e, it.s)
+end
+
 -- tail formats the live leases of a token bucket or GCRA state.
 local function tail(st)
   if #st.ledger == 0 then return '' end
   local items = {}
   for _, it in ipairs(st.ledger) do
     -- An item read from the state and not changed keeps its text (r).
-    items[#items + 1] = it.r or string.format('%s:%d:%d:%d', it.h, it.amt, it.e, it.s)
+    items[#items + 1] = it.r or item(it)
   end
   return ' L ' .. table.concat(items, ' ')
 end
@@ -81,9 +93,7 @@ end
 for i = 1, #KEYS do
   local alg, limit, n, p, w, cost, now, want, lease, seq, used, spent_at
   alg, limit, n, p, w, cost, now, want, lease, seq, used, spent_at, pos = struct.unpack(SPEC, spec, pos)
-  -- No lease holds more than the limit, so no report of its spends is
-  -- more (see allowance.lua).
-  used = math.max(0, math.min(used, limit))
+  used = math.max(0, used)
   -- A time given by the caller (a test's fake clock) does not pass like the
   -- server's, which runs the expiries: keep keys an hour longer then.
   local slack = 3600000
@@ -109,11 +119,11 @@ for i = 1, #KEYS do
       local t = string.match(v, ' L (.*)$')
       if t and (alg == 1 or alg == 2) then
         local ledger, sorted, last = {}, true, -math.huge
-        for r, h, amt, e, sq in string.gmatch(t, '(([^:%s]+):(%d+):(%d+):(%d+))') do
+        for r, h, amt, e, sq, c in string.gmatch(t, '(([^:%s]+):(%d+):(%d+):(%d+):?(%d*))') do
           e = tonumber(e)
           if e < last then sorted = false end
           last = e
-          ledger[#ledger + 1] = {h = h, amt = tonumber(amt), e = e, s = tonumber(sq), r = r}
+          ledger[#ledger + 1] = {h = h, amt = tonumber(amt), e = e, s = tonumber(sq), c = tonumber(c) or 0, r = r}
         end
         if not sorted then table.sort(ledger, function(x, y) return x.e < y.e end) end
         for _, it in ipairs(ledger) do
@@ -165,10 +175,11 @@ for i = 1, #KEYS do
     local extend = seq < 0
     if extend then seq = -seq end
     if seq > 0 then
-      -- The holder's earlier lease ends: its spends are charged, the rest
-      -- given back (or, extended, kept lent as carry). A lease the state
-      -- does not hold (it ended, or Redis restarted empty) has its reported
-      -- spends charged all the same: a loss at worst, never an
+      -- The holder's earlier lease ends: its spends not charged yet are,
+      -- the rest given back (or, extended, kept lent as carry). A lease
+      -- the state does not hold (it ended, or Redis restarted empty) has
+      -- its reported spends charged all the same, at most the limit (no
+      -- lease holds more at once): a loss at worst, never an
       -- over-admission.
       local t = now
       if spent_at >= 0 and spent_at < now then t = spent_at end
@@ -176,11 +187,12 @@ for i = 1, #KEYS do
       for _, it in ipairs(st.ledger) do
         if not found and it.h == holder and it.s == seq then
           found = true
-          local u = math.min(used, it.amt)
+          local c = it.c or 0
+          local u = math.min(math.max(used - c, 0), it.amt)
           charge(alg, st, u, t, n, p)
           st.lent = st.lent - u
           if extend then
-            carry = {h = holder, amt = it.amt - u, e = it.e, s = it.s}
+            carry = {h = holder, amt = it.amt - u, e = it.e, s = it.s, c = math.max(c, used)}
           else
             st.lent = st.lent - (it.amt - u)
           end
@@ -189,7 +201,7 @@ for i = 1, #KEYS do
         end
       end
       if not found then
-        charge(alg, st, used, t, n, p)
+        charge(alg, st, math.min(used, limit), t, n, p)
         -- The holder went on spending what it held: it is told (seq 0)
         -- that the lease is gone, not lent anew under it.
         if extend then want = 0 end
@@ -232,13 +244,19 @@ for i = 1, #KEYS do
         if it.h == holder then mine = true end
       end
       if not mine then
-        newseq = now
+        -- A new lease's seq is above those of the leases on the key,
+        -- the one just ended included, so that no late report of an
+        -- earlier lease matches it.
+        newseq = math.max(now, seq + 1)
         for _, it in ipairs(st.ledger) do
           if it.s >= newseq then newseq = it.s + 1 end
         end
-        local amt = want
-        if carry then amt, carry = amt + carry.amt, nil end
-        st.ledger[#st.ledger + 1] = {h = holder, amt = amt, e = now + lease, s = newseq}
+        local amt, c = want, 0
+        if carry then
+          -- Extended: the same lease, with its charged count.
+          amt, newseq, c, carry = amt + carry.amt, carry.s, carry.c, nil
+        end
+        st.ledger[#st.ledger + 1] = {h = holder, amt = amt, e = now + lease, s = newseq, c = c}
         st.lent, st.dirty = st.lent + want, true
         granted, lent = want, lent + want * p
         remaining = remaining - want

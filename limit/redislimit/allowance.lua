@@ -77,7 +77,8 @@ if v then
   a, b = tonumber(x), tonumber(y) or 0
   if tail then
     -- r: the item's text, written back as it is unless the item changes.
-    for r, h, amt, e, s in string.gmatch(tail, '(([^:%s]+):(%d+):(%d+):(%d+))') do
+    -- A cold lease's item may end in ":charged" (allow.lua), kept in r.
+    for r, h, amt, e, s in string.gmatch(tail, '(([^:%s]+):(%d+):(%d+):(%d+):?%d*)') do
       ledger[#ledger + 1] = {h = h, amt = tonumber(amt), e = tonumber(e), s = tonumber(s), r = r}
     end
   end

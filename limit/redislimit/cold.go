@@ -58,7 +58,7 @@ const (
 type lendAsk struct {
 	want, lease   int64 // units, µs; want 0: lend nothing
 	seq           int64 // the lease the call ends; 0 for none
-	used, spentAt int64 // its spends and their time (server µs; -1 now)
+	used, spentAt int64 // its spends since its grant, the last's time (server µs; -1 now)
 	held          int64 // its remainder, which the call gives back; not sent
 	// mine is closed once the lease asked for is in (want > 0); wait is
 	// another decision's ask on the key, in flight when this one was sent
@@ -105,7 +105,7 @@ type coldLease struct {
 	// decision that counts after sees it and counts at the shard.
 	spends atomic.Int64
 
-	base       int64 // avail and the spends not yet reported
+	base       int64 // the units granted under the lease in all: base-avail is its spends
 	seq        int64
 	sent       int64 // local Unix ns the granting call was sent
 	server     int64 // the server's µs of that call
@@ -127,12 +127,17 @@ func (c *coldLease) counted(sh *allowShard) {
 	}
 }
 
+// testHookColdRenewed, when set, sees the units granted by each early
+// renewal's call and its error, and returns the error renewCold goes on
+// with: a test loses an answer by returning one for a call that was applied.
+var testHookColdRenewed func(granted int64, err error) error
+
 // coldEnded is an ended lease's remainder: below any cost.
 const coldEnded = math.MinInt64 / 2
 
 // end takes c's remainder (its shard sh locked), so that no decision
 // spends from it any more, moves its decision count to sh's, and returns
-// its spends not yet reported and what was left; both 0 if it had ended.
+// its spends since its grant and what was left; both 0 if it had ended.
 func (c *coldLease) end(sh *allowShard) (used, left int64) {
 	left = c.avail.Swap(coldEnded)
 	if left < 0 {
@@ -518,6 +523,9 @@ func (a *allowances) renewCold(c *coldLease, ask lendAsk) {
 	ctx, cancel := context.WithTimeout(context.Background(), max(a.period, time.Second))
 	dec, g, err := a.s.allowFast(ctx, limit.Request{Key: c.key(), Policy: *c.p}, ask)
 	cancel()
+	if testHookColdRenewed != nil {
+		err = testHookColdRenewed(g.granted, err)
+	}
 	a.stats.coldRenewals.Add(1)
 	h := a.hash(c.rk)
 	sh := a.shardAt(h)
@@ -533,8 +541,9 @@ func (a *allowances) renewCold(c *coldLease, ask lendAsk) {
 		a.stats.lent.Add(g.granted)
 		a.stats.expired.Add(g.granted)
 	case err != nil:
-		// The spends are reported again by a later call (charged twice if
-		// this one was applied: a loss, never an over-admission).
+		// The spends are reported again by a later call, which charges
+		// only those this one did not, if it was applied; the units it
+		// may have granted stay in the lease, given back with it.
 		c.renewAt.Store(sent.Add(a.coldLeases.lease / 16).UnixNano())
 	case g.seq == 0:
 		_, left := c.end(sh)
@@ -543,11 +552,10 @@ func (a *allowances) renewCold(c *coldLease, ask lendAsk) {
 		a.coldLeases.dropped()
 	case g.granted == 0:
 		// Kept as it was (the key is nearer its limit): spend it out.
-		c.base -= ask.used
 		c.renewAt.Store(sent.Add(a.coldLeases.lease / 16).UnixNano())
 	default:
 		a.stats.lent.Add(g.granted)
-		c.base += g.granted - ask.used
+		c.base += g.granted
 		c.seq = g.seq
 		// The answer's state first: a decision between the two stores
 		// counts the new units once at most (Remaining low for a moment).

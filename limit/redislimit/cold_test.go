@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -198,6 +199,134 @@ func TestColdLeaseRenewsEarly(t *testing.T) {
 			}
 			if got.Remaining != p.Limit-decisions {
 				t.Fatalf("after Close the state has %d free, want %d", got.Remaining, p.Limit-decisions)
+			}
+		})
+	}
+}
+
+// TestColdLeaseRenewalAnswerLost: the answers of early renewals are lost
+// (a timeout after Redis applied the call). A report of a lease's spends
+// counts from its grant, and a renewal keeps the lease's seq, so the next
+// report charges only the spends the lost one did not, and the units the
+// lost one granted stay in the lease, given back with it:
+//   - with every other answer lost, the leases end by reports (run out,
+//     or Close), and after Close the state holds exactly the decisions
+//     admitted;
+//   - with every answer lost, a lease ends by its time at the store, and
+//     the state charges it in full at its end in Redis: the capacity lost
+//     is at most the units those calls granted and those the store let
+//     expire, and never more than was admitted is free.
+func TestColdLeaseRenewalAnswerLost(t *testing.T) {
+	lost := errors.New("answer lost")
+	for _, p := range unrefilled(100_000) {
+		for _, every := range []int64{2, 1} {
+			t.Run(fmt.Sprintf("%s/every%d", p.Name, every), func(t *testing.T) {
+				clock, s := oneColdStore(t)
+				ctx := context.Background()
+				var renewals, dropped, unknown atomic.Int64
+				redislimit.SetColdRenewedHookForTest(t, func(granted int64, err error) error {
+					if err == nil && renewals.Add(1)%every == 0 {
+						dropped.Add(1)
+						unknown.Add(granted)
+						return lost
+					}
+					return err
+				})
+				const decisions = 3000 // 10 a second for 5 minutes: 5 leases or more
+				for i := range decisions {
+					dec, err := s.AllowN(ctx, "k", p, 1)
+					if err != nil || !dec.Allowed {
+						t.Fatalf("decision %d: %+v %v", i, dec, err)
+					}
+					for s.ColdRenewalsInFlightForTest() > 0 {
+						time.Sleep(50 * time.Microsecond)
+					}
+					clock.Advance(100 * time.Millisecond)
+				}
+				st := s.AllowanceStats()
+				t.Logf("%d renewals, %d answers lost (%d units); %+v", renewals.Load(), dropped.Load(), unknown.Load(), st)
+				if err := s.Close(ctx); err != nil {
+					t.Fatal(err)
+				}
+				got, err := plainStore(t, clock, s).AllowN(ctx, "k", p, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				free := p.Limit - decisions
+				least := free
+				if every == 1 {
+					least -= unknown.Load() + st.Expired
+				}
+				if got.Remaining < least || got.Remaining > free {
+					t.Fatalf("after Close the state has %d free, want %d to %d", got.Remaining, least, free)
+				}
+				if dropped.Load() < 2 {
+					t.Fatalf("%d renewal answers lost, want 2 or more", dropped.Load())
+				}
+			})
+		}
+	}
+}
+
+// TestColdLeaseChargedCountKept: once a renewal charged a cold lease's
+// spends, the lease's ledger entry keeps that count through the scripts
+// that rewrite the ledger for other callers (limit.lua for AllowAll,
+// allowance.lua for another holder's take and return), so the lease's
+// last report charges only the spends after it.
+func TestColdLeaseChargedCountKept(t *testing.T) {
+	charged := regexp.MustCompile(`:\d+:\d+:\d+:7( |$)`)
+	for _, p := range unrefilled(1000) {
+		t.Run(p.Name, func(t *testing.T) {
+			clock, s := oneColdStore(t)
+			plain := plainStore(t, clock, s)
+			rdb := connect(t)
+			ctx := context.Background()
+			allow := func(n int) {
+				t.Helper()
+				for i := range n {
+					if d, err := s.AllowN(ctx, "k", p, 1); err != nil || !d.Allowed {
+						t.Fatalf("decision %d: %+v %v", i, d, err)
+					}
+				}
+			}
+			state := func() string {
+				t.Helper()
+				v, err := rdb.Get(ctx, s.Key("k", p)).Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				return v
+			}
+			allow(8) // one-trip, lent 8; 7 spent from the lease start its renewal
+			for s.ColdRenewalsInFlightForTest() > 0 {
+				time.Sleep(50 * time.Microsecond)
+			}
+			if v := state(); !charged.MatchString(v) {
+				t.Fatalf("state %q: want the lease's entry to count 7 charged", v)
+			}
+			if out, err := plain.AllowAll(ctx, []limit.Request{{Key: "k", Policy: p, Cost: 1}}, nil); err != nil || !out[0].Allowed {
+				t.Fatalf("AllowAll: %+v %v", out, err)
+			}
+			other, err := plain.LendForTest(ctx, "k", p, "other", false, 0, 0, -1, 5, time.Minute)
+			if err != nil || other.Granted != 5 {
+				t.Fatalf("take: %+v %v", other, err)
+			}
+			if v := state(); !charged.MatchString(v) {
+				t.Fatalf("state %q after AllowAll and another holder's take: want the lease's entry to count 7 charged", v)
+			}
+			if _, err := plain.LendForTest(ctx, "k", p, "other", true, other.Seq, 0, -1, 0, time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			allow(3)
+			if err := s.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			got, err := plain.AllowN(ctx, "k", p, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := p.Limit - 12; got.Remaining != want { // 11 decisions at s, 1 AllowAll
+				t.Fatalf("after Close the state has %d free, want %d", got.Remaining, want)
 			}
 		})
 	}

@@ -43,7 +43,10 @@
 // the same script call, for that long; later decisions on the key at this
 // store spend them without a call, and the decision that finds them low
 // starts a renewal beside it, which reports what was spent and extends the
-// lease with more units, again in one call. Together the
+// lease with more units, again in one call. A report counts the lease's
+// spends from its grant, so one sent again after a lost answer (a timeout)
+// charges nothing twice, and units a lost answer granted are given back
+// with the lease. Together the
 // stores hold at most half of a key's limit in cold leases. What they hold
 // unspent is lost to the key until it is given back or the lease ends.
 //

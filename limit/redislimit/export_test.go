@@ -362,3 +362,11 @@ func (s *Store) coldLeaseForTest(key string, p limit.Policy) (*coldLease, func()
 	}
 	return c, sh.mu.Unlock
 }
+
+// SetColdRenewedHookForTest sets the hook that sees the units each early
+// renewal granted and its error, and returns the error the store goes on
+// with, until the test ends.
+func SetColdRenewedHookForTest(t testing.TB, f func(granted int64, err error) error) {
+	testHookColdRenewed = f
+	t.Cleanup(func() { testHookColdRenewed = nil })
+}

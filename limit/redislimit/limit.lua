@@ -125,15 +125,15 @@ local function load(r)
     st.lent = 0
     if v then
       -- A token bucket or GCRA state may end with a ledger of lent units
-      -- (DESIGN-allowances.md): " L holder:amount:lease_end:seq ...".
+      -- (DESIGN-allowances.md): " L holder:amount:lease_end:seq[:charged] ...".
       local base, tail = string.match(v, '^(.-) L (.*)$')
       if not base then base = v end
       local i = 1
       for f in string.gmatch(base, '%S+') do x[i] = tonumber(f); i = i + 1 end
       if tail then
         st.ledger = {}
-        for h, amt, e, sq in string.gmatch(tail, '([^:%s]+):(%d+):(%d+):(%d+)') do
-          st.ledger[#st.ledger + 1] = {h = h, amt = tonumber(amt), e = tonumber(e), s = tonumber(sq)}
+        for h, amt, e, sq, c in string.gmatch(tail, '([^:%s]+):(%d+):(%d+):(%d+):?(%d*)') do
+          st.ledger[#st.ledger + 1] = {h = h, amt = tonumber(amt), e = tonumber(e), s = tonumber(sq), c = c}
         end
       end
     end
@@ -375,7 +375,9 @@ local function write(st)
     -- charge has drained too.
     local items, last = {}, now
     for _, it in ipairs(st.ledger) do
-      items[#items + 1] = string.format('%s:%d:%d:%d', it.h, it.amt, it.e, it.s)
+      local x = string.format('%s:%d:%d:%d', it.h, it.amt, it.e, it.s)
+      if it.c and it.c ~= '' then x = x .. ':' .. it.c end
+      items[#items + 1] = x
       if it.e > last then last = it.e end
     end
     st.tail = ' L ' .. table.concat(items, ' ')
