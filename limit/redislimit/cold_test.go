@@ -332,6 +332,50 @@ func TestColdLeaseChargedCountKept(t *testing.T) {
 	}
 }
 
+// TestColdLeaseReportAfterStateLost: a key's state is lost (as when
+// Redis restarts empty) after a renewal charged 7 of its cold lease's
+// spends; the lease's last report, at Close, finds no entry and is
+// charged every spend since the lease's grant, 11, to the new state
+// (DESIGN-allowances.md section 10, "A renewal's answer lost").
+func TestColdLeaseReportAfterStateLost(t *testing.T) {
+	for _, p := range unrefilled(1000) {
+		t.Run(p.Name, func(t *testing.T) {
+			clock, s := oneColdStore(t)
+			rdb := connect(t)
+			ctx := context.Background()
+			allow := func(n int) {
+				t.Helper()
+				for i := range n {
+					if d, err := s.AllowN(ctx, "k", p, 1); err != nil || !d.Allowed {
+						t.Fatalf("decision %d: %+v %v", i, d, err)
+					}
+				}
+			}
+			allow(8) // one-trip, lent 8; 7 spent from the lease start its renewal
+			for s.ColdRenewalsInFlightForTest() > 0 {
+				time.Sleep(50 * time.Microsecond)
+			}
+			if st := s.AllowanceStats(); st.ColdRenewals != 1 || st.ColdLeases != 1 {
+				t.Fatalf("stats %+v: want 1 renewal, the lease held", st)
+			}
+			allow(4) // the 8th unit of the first grant, and 3 more
+			if err := rdb.Del(ctx, s.Key("k", p)).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			got, err := plainStore(t, clock, s).AllowN(ctx, "k", p, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := p.Limit - 11; got.Remaining != want {
+				t.Fatalf("after the state was lost and Close, the state has %d free, want %d", got.Remaining, want)
+			}
+		})
+	}
+}
+
 // TestColdLeaseKeptWhenNotExtended: an early renewal on a key that has
 // come near its limit is granted nothing; the lease goes on as it was, and
 // what the store still holds of it stays lent in Redis: the store spends
