@@ -158,6 +158,38 @@ func TestColdLeaseSpendsLocally(t *testing.T) {
 	}
 }
 
+// admitN makes n decisions of cost 1 on "k" at s, each of which must be
+// allowed.
+func admitN(t *testing.T, s *redislimit.Store, p limit.Policy, n int) {
+	t.Helper()
+	for i := range n {
+		if d, err := s.AllowN(context.Background(), "k", p, 1); err != nil || !d.Allowed {
+			t.Fatalf("decision %d: %+v %v", i, d, err)
+		}
+	}
+}
+
+// waitColdRenewals waits for the early renewals s has in flight.
+func waitColdRenewals(s *redislimit.Store) {
+	for s.ColdRenewalsInFlightForTest() > 0 {
+		time.Sleep(50 * time.Microsecond)
+	}
+}
+
+// spendSteadily makes n decisions on "k" at s, 100 ms apart on clock, each
+// of which must be allowed. A renewal's call is answered before the clock
+// moves on (it would take milliseconds, not the 100 ms of a step).
+func spendSteadily(t *testing.T, clock *limittest.Clock, s *redislimit.Store, p limit.Policy, n int) {
+	t.Helper()
+	for i := range n {
+		if d, err := s.AllowN(context.Background(), "k", p, 1); err != nil || !d.Allowed {
+			t.Fatalf("decision %d: %+v %v", i, d, err)
+		}
+		waitColdRenewals(s)
+		clock.Advance(100 * time.Millisecond)
+	}
+}
+
 // TestColdLeaseRenewsEarly: a key decided steadily on cold leases takes
 // one round trip in a decision, its first: each lease is renewed beside
 // the decision that finds its units or its time low (here its time: a
@@ -172,18 +204,7 @@ func TestColdLeaseRenewsEarly(t *testing.T) {
 			clock, s := oneColdStore(t)
 			ctx := context.Background()
 			const decisions = 3000 // 10 a second for 5 minutes: 5 leases
-			for i := range decisions {
-				dec, err := s.AllowN(ctx, "k", p, 1)
-				if err != nil || !dec.Allowed {
-					t.Fatalf("decision %d: %+v %v", i, dec, err)
-				}
-				// The renewal's call is answered before the clock moves on
-				// (it would take milliseconds, not the 100 ms of a step).
-				for s.ColdRenewalsInFlightForTest() > 0 {
-					time.Sleep(50 * time.Microsecond)
-				}
-				clock.Advance(100 * time.Millisecond)
-			}
+			spendSteadily(t, clock, s, p, decisions)
 			st := s.AllowanceStats()
 			t.Logf("%+v", st)
 			if st.Remote != 1 || st.ColdLocal != decisions-1 || st.ColdRenewals < 4 || st.Expired != 0 {
@@ -233,16 +254,7 @@ func TestColdLeaseRenewalAnswerLost(t *testing.T) {
 					return err
 				})
 				const decisions = 3000 // 10 a second for 5 minutes: 5 leases or more
-				for i := range decisions {
-					dec, err := s.AllowN(ctx, "k", p, 1)
-					if err != nil || !dec.Allowed {
-						t.Fatalf("decision %d: %+v %v", i, dec, err)
-					}
-					for s.ColdRenewalsInFlightForTest() > 0 {
-						time.Sleep(50 * time.Microsecond)
-					}
-					clock.Advance(100 * time.Millisecond)
-				}
+				spendSteadily(t, clock, s, p, decisions)
 				st := s.AllowanceStats()
 				t.Logf("%d renewals, %d answers lost (%d units); %+v", renewals.Load(), dropped.Load(), unknown.Load(), st)
 				if err := s.Close(ctx); err != nil {
@@ -281,14 +293,6 @@ func TestColdLeaseChargedCountKept(t *testing.T) {
 			plain := plainStore(t, clock, s)
 			rdb := connect(t)
 			ctx := context.Background()
-			allow := func(n int) {
-				t.Helper()
-				for i := range n {
-					if d, err := s.AllowN(ctx, "k", p, 1); err != nil || !d.Allowed {
-						t.Fatalf("decision %d: %+v %v", i, d, err)
-					}
-				}
-			}
 			state := func() string {
 				t.Helper()
 				v, err := rdb.Get(ctx, s.Key("k", p)).Result()
@@ -297,10 +301,8 @@ func TestColdLeaseChargedCountKept(t *testing.T) {
 				}
 				return v
 			}
-			allow(8) // one-trip, lent 8; 7 spent from the lease start its renewal
-			for s.ColdRenewalsInFlightForTest() > 0 {
-				time.Sleep(50 * time.Microsecond)
-			}
+			admitN(t, s, p, 8) // one-trip, lent 8; 7 spent from the lease start its renewal
+			waitColdRenewals(s)
 			if v := state(); !charged.MatchString(v) {
 				t.Fatalf("state %q: want the lease's entry to count 7 charged", v)
 			}
@@ -317,7 +319,7 @@ func TestColdLeaseChargedCountKept(t *testing.T) {
 			if _, err := plain.LendForTest(ctx, "k", p, "other", true, other.Seq, 0, -1, 0, time.Minute); err != nil {
 				t.Fatal(err)
 			}
-			allow(3)
+			admitN(t, s, p, 3)
 			if err := s.Close(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -343,22 +345,12 @@ func TestColdLeaseReportAfterStateLost(t *testing.T) {
 			clock, s := oneColdStore(t)
 			rdb := connect(t)
 			ctx := context.Background()
-			allow := func(n int) {
-				t.Helper()
-				for i := range n {
-					if d, err := s.AllowN(ctx, "k", p, 1); err != nil || !d.Allowed {
-						t.Fatalf("decision %d: %+v %v", i, d, err)
-					}
-				}
-			}
-			allow(8) // one-trip, lent 8; 7 spent from the lease start its renewal
-			for s.ColdRenewalsInFlightForTest() > 0 {
-				time.Sleep(50 * time.Microsecond)
-			}
+			admitN(t, s, p, 8) // one-trip, lent 8; 7 spent from the lease start its renewal
+			waitColdRenewals(s)
 			if st := s.AllowanceStats(); st.ColdRenewals != 1 || st.ColdLeases != 1 {
 				t.Fatalf("stats %+v: want 1 renewal, the lease held", st)
 			}
-			allow(4) // the 8th unit of the first grant, and 3 more
+			admitN(t, s, p, 4) // the 8th unit of the first grant, and 3 more
 			if err := rdb.Del(ctx, s.Key("k", p)).Err(); err != nil {
 				t.Fatal(err)
 			}
