@@ -29,10 +29,11 @@
 -- want 0 and seq 0: a plain decision.
 -- A key listed twice sees the first decision's effect. The answer is one
 -- string, "allowed reason remaining retry_us reset_us granted seq now" per
--- decision (granted units lent under the new lease seq, or, when an
--- extended lease is kept without new units, its old seq, and 0 when the
--- state did not hold it; now the server's µs). Commands: one MGET, one TIME when a decision asks for the server's
--- clock, one SET per key that changed.
+-- decision (granted units lent under the lease seq: a new lease's, or
+-- an extended lease's own, with or without new units; seq 0 when the
+-- state did not hold the lease extended; now the server's µs). Commands:
+-- one MGET, one TIME when a decision asks for the server's clock, one SET
+-- per key that changed.
 
 local spec, pos = ARGV[1], 1
 local SPEC = '<i8i8i8i8i8i8i8i8i8i8i8i8'
