@@ -1368,6 +1368,11 @@ var testHookGivingBack func()
 // count moves to its shard's: taken from the lease, not yet at the shard.
 var testHookCountMove func()
 
+// testHookColdRenewed, when set, sees the units granted by each early
+// renewal's call and its error, and returns the error renewCold goes on
+// with: a test loses an answer by returning one for a call that was applied.
+var testHookColdRenewed func(granted int64, err error) error
+
 // testHookColdAsked, when set, runs when a one-trip decision of a store
 // that asked for a cold lease is answered (granted units), before the
 // lease is kept; testHookAskWait when a decision Redis refused is about to

@@ -127,11 +127,6 @@ func (c *coldLease) counted(sh *allowShard) {
 	}
 }
 
-// testHookColdRenewed, when set, sees the units granted by each early
-// renewal's call and its error, and returns the error renewCold goes on
-// with: a test loses an answer by returning one for a call that was applied.
-var testHookColdRenewed func(granted int64, err error) error
-
 // coldEnded is an ended lease's remainder: below any cost.
 const coldEnded = math.MinInt64 / 2
 

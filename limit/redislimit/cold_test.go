@@ -368,6 +368,44 @@ func TestColdLeaseReportAfterStateLost(t *testing.T) {
 	}
 }
 
+// TestColdLeaseReportAfterStateLostAtMostTheLimit: a lease renewed
+// through more spends than the key's limit (it refills) reports them all
+// after its key's state is lost; the new state is charged the limit, no
+// more: a full bucket, which drains in a period, not in three.
+func TestColdLeaseReportAfterStateLostAtMostTheLimit(t *testing.T) {
+	for _, p := range []limit.Policy{
+		limit.TokenBucket(100, limit.PerSecond(100)).Named("tb"),
+		limit.GCRA(limit.PerSecond(100), 100).Named("gcra"),
+	} {
+		t.Run(p.Name, func(t *testing.T) {
+			clock, s := oneColdStore(t)
+			rdb := connect(t)
+			ctx := context.Background()
+			spendSteadily(t, clock, s, p, 300) // 10 a second for 30 s
+			if st := s.AllowanceStats(); st.Remote != 1 || st.ColdLeases != 1 {
+				t.Fatalf("stats %+v: want one lease, renewed, for every decision after the first", st)
+			}
+			if err := rdb.Del(ctx, s.Key("k", p)).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			got, err := plainStore(t, clock, s).AllowN(ctx, "k", p, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The limit is charged at the last spend, 100 ms ago: 10 units
+			// have refilled since. The 299 spends charged would leave none
+			// free for 2.9 s.
+			if got.Remaining != 10 || got.ResetAfter != 900*time.Millisecond {
+				t.Fatalf("after the state was lost and Close: %d free, reset after %v; want 10 free and 900ms (the limit charged, not the 299 spends)",
+					got.Remaining, got.ResetAfter)
+			}
+		})
+	}
+}
+
 // TestColdLeaseKeptWhenNotExtended: an early renewal on a key that has
 // come near its limit is granted nothing; the lease goes on as it was, and
 // what the store still holds of it stays lent in Redis: the store spends

@@ -46,7 +46,8 @@
 // lease with more units, again in one call. A report counts the lease's
 // spends from its grant, so one sent again after a lost answer (a timeout)
 // charges nothing twice, and units a lost answer granted are given back
-// with the lease. Together the
+// when the lease is ended by a call (a decision, Close), or else charged
+// at its end in Redis. Together the
 // stores hold at most half of a key's limit in cold leases. What they hold
 // unspent is lost to the key until it is given back or the lease ends.
 //
