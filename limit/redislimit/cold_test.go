@@ -334,6 +334,24 @@ func TestColdLeaseChargedCountKept(t *testing.T) {
 	}
 }
 
+// loseStateAndClose deletes the state of "k" under p, as Redis restarted
+// empty would, closes s, and returns the new state as a query sees it.
+func loseStateAndClose(t *testing.T, clock limit.Clock, s *redislimit.Store, p limit.Policy) limit.Decision {
+	t.Helper()
+	ctx := context.Background()
+	if err := connect(t).Del(ctx, s.Key("k", p)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := plainStore(t, clock, s).AllowN(ctx, "k", p, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
 // TestColdLeaseReportAfterStateLost: a key's state is lost (as when
 // Redis restarts empty) after a renewal charged 7 of its cold lease's
 // spends; the lease's last report, at Close, finds no entry and is
@@ -343,24 +361,13 @@ func TestColdLeaseReportAfterStateLost(t *testing.T) {
 	for _, p := range unrefilled(1000) {
 		t.Run(p.Name, func(t *testing.T) {
 			clock, s := oneColdStore(t)
-			rdb := connect(t)
-			ctx := context.Background()
 			admitN(t, s, p, 8) // one-trip, lent 8; 7 spent from the lease start its renewal
 			waitColdRenewals(s)
 			if st := s.AllowanceStats(); st.ColdRenewals != 1 || st.ColdLeases != 1 {
 				t.Fatalf("stats %+v: want 1 renewal, the lease held", st)
 			}
 			admitN(t, s, p, 4) // the 8th unit of the first grant, and 3 more
-			if err := rdb.Del(ctx, s.Key("k", p)).Err(); err != nil {
-				t.Fatal(err)
-			}
-			if err := s.Close(ctx); err != nil {
-				t.Fatal(err)
-			}
-			got, err := plainStore(t, clock, s).AllowN(ctx, "k", p, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
+			got := loseStateAndClose(t, clock, s, p)
 			if want := p.Limit - 11; got.Remaining != want {
 				t.Fatalf("after the state was lost and Close, the state has %d free, want %d", got.Remaining, want)
 			}
@@ -379,22 +386,11 @@ func TestColdLeaseReportAfterStateLostAtMostTheLimit(t *testing.T) {
 	} {
 		t.Run(p.Name, func(t *testing.T) {
 			clock, s := oneColdStore(t)
-			rdb := connect(t)
-			ctx := context.Background()
 			spendSteadily(t, clock, s, p, 300) // 10 a second for 30 s
 			if st := s.AllowanceStats(); st.Remote != 1 || st.ColdLeases != 1 {
 				t.Fatalf("stats %+v: want one lease, renewed, for every decision after the first", st)
 			}
-			if err := rdb.Del(ctx, s.Key("k", p)).Err(); err != nil {
-				t.Fatal(err)
-			}
-			if err := s.Close(ctx); err != nil {
-				t.Fatal(err)
-			}
-			got, err := plainStore(t, clock, s).AllowN(ctx, "k", p, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
+			got := loseStateAndClose(t, clock, s, p)
 			// The limit is charged at the last spend, 100 ms ago: 10 units
 			// have refilled since. The 299 spends charged would leave none
 			// free for 2.9 s.
