@@ -720,7 +720,12 @@ func (a *allowances) decideLocked(ctx context.Context, r *allowance, cost int64)
 		held := r.takeAll()
 		req := a.request(r, now, cost, held)
 		r.base -= held
-		res, err := a.call(ctx, r, req)
+		res, answered, err := a.take(ctx, r, req, now, held)
+		if !answered {
+			// ctx ended first: the call goes on, and its answer is taken
+			// in when it comes.
+			return limit.Decision{}, false
+		}
 		if err != nil {
 			// The call may have been applied: what was held may be gone.
 			a.stats.expired.Add(held)
@@ -1005,6 +1010,69 @@ func (a *allowances) call(ctx context.Context, r *allowance, req call) (lendResu
 	r.end()
 	close(ch)
 	return res, err
+}
+
+// take sends a decision's take, req, for r (held locked), as call does,
+// but on a context of its own, bounded as a renewal's: a decision whose
+// ctx ends first leaves (answered false) while the call goes on, and its
+// answer is taken in when it comes, so that a caller that gives up (a
+// client gone, a short deadline) strands nothing in Redis. Decisions on
+// the key meanwhile see the call in flight, as with call. now and held are
+// the decision's time and the remainder set aside for the call.
+func (a *allowances) take(ctx context.Context, r *allowance, req call, now time.Time, held int64) (res lendResult, answered bool, err error) {
+	if ctx.Done() == nil {
+		res, err = a.call(ctx, r, req)
+		return res, true, err
+	}
+	ch := make(chan struct{})
+	r.begin()
+	r.flight, r.flightAt = ch, req.at
+	r.end()
+	// Guarded by r.mu: the answer, once in; whether the decision left.
+	var (
+		got, left bool
+		gotRes    lendResult
+		gotErr    error
+	)
+	in := make(chan struct{})
+	go func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(a.lease, time.Second))
+		res, err := a.s.lend(cctx, r.key, r.p, req.lendRequest)
+		cancel()
+		r.mu.Lock()
+		if !left {
+			got, gotRes, gotErr = true, res, err
+			r.mu.Unlock()
+			close(in)
+			return
+		}
+		if err != nil {
+			a.stats.expired.Add(held)
+		} else {
+			a.stats.renewals.Add(1)
+			a.apply(r, req, res, now, held)
+		}
+		r.begin()
+		r.flight = nil
+		r.end()
+		r.mu.Unlock()
+		close(ch)
+	}()
+	r.mu.Unlock()
+	select {
+	case <-in:
+	case <-ctx.Done():
+	}
+	r.mu.Lock()
+	if !got {
+		left = true
+		return lendResult{}, false, ctx.Err()
+	}
+	r.begin()
+	r.flight = nil
+	r.end()
+	close(ch)
+	return gotRes, true, gotErr
 }
 
 // apply takes in the answer to req (r held locked); keep is the remainder

@@ -411,3 +411,97 @@ func TestAllowanceRedisFrozen(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestAllowanceTakeOutlivesItsCaller: a decision that needs a take, sent
+// to a frozen server, returns its caller's error at the caller's deadline,
+// and the take goes on. Once the server resumes, its answer is taken in:
+// what it granted, and the remainder the store set aside for it, are the
+// store's to spend, not stranded in Redis until the lease ends. The next
+// decisions spend from the allowance, nothing expires, and after Close
+// the state holds exactly the decisions admitted. A take that ended with
+// its caller left the units lent under a lease the store no longer knew.
+func TestAllowanceTakeOutlivesItsCaller(t *testing.T) {
+	const timeout = 100 * time.Millisecond
+	srv := redistest.StartServer(t)
+	clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
+	s, err := redislimit.New(srv.Client(t), redislimit.Options{Prefix: "t:", LocalAllowance: true,
+		AllowanceLease: time.Second, Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	p := limit.TokenBucket(1000, limit.PerHour(1)).Named("tb") // nothing refills on the fake clock
+	warm(t, clock, []*redislimit.Store{s}, "hot", p, time.Second)
+	var admitted int64
+	if dec, err := s.AllowN(context.Background(), "hot", p, 1); err != nil || !dec.Allowed {
+		t.Fatalf("first decision on the hot key: %+v, %v", dec, err)
+	}
+	admitted++
+	held := s.HeldUnitsForTest()
+	if held < 1 {
+		t.Fatalf("held %d after the first decision, want an allowance", held)
+	}
+
+	srv.Freeze(t)
+	thawed := false
+	defer func() {
+		if !thawed {
+			srv.Thaw(t)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	start := time.Now()
+	_, err = s.AllowN(ctx, "hot", p, held+1) // more than the remainder: a take
+	took := time.Since(start)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a decision whose take met a frozen server: %v, want the caller's deadline", err)
+	}
+	if took > timeout+boundMargin {
+		t.Fatalf("the decision took %v, over its caller's deadline of %v", took, timeout)
+	}
+	if !s.CallInFlightForTest("hot", p) {
+		t.Fatal("the take ended with its caller")
+	}
+	srv.Thaw(t)
+	thawed = true
+	for deadline := time.Now().Add(5 * time.Second); s.CallInFlightForTest("hot", p); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the take was not answered within 5 s of the thaw")
+		}
+	}
+	if st := s.AllowanceStats(); st.Expired != 0 {
+		t.Fatalf("%d units expired: the take's answer was not taken in (%+v)", st.Expired, st)
+	}
+	if got := s.HeldUnitsForTest(); got <= held {
+		t.Fatalf("held %d after the take's answer, want more than the %d set aside for it", got, held)
+	}
+	before := s.AllowanceStats().Local
+	for range 20 {
+		dec, err := s.AllowN(context.Background(), "hot", p, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !dec.Allowed {
+			t.Fatal("a decision refused with the take's units held")
+		}
+		admitted++
+	}
+	if n := s.AllowanceStats().Local - before; n != 20 {
+		t.Fatalf("%d of 20 decisions after the take answered from the allowance, want all", n)
+	}
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	reader, err := redislimit.New(srv.Client(t), redislimit.Options{Prefix: "t:", Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec, err := reader.AllowN(context.Background(), "hot", p, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := p.Limit - admitted; dec.Remaining != want {
+		t.Fatalf("after Close the state has %d free, want %d (limit %d, %d admitted)", dec.Remaining, want, p.Limit, admitted)
+	}
+}

@@ -68,6 +68,13 @@
 // failure policy, only the calls in flight when the server stopped and then
 // one probe at a time.
 //
+// With LocalAllowance, a decision that takes units for its key's allowance
+// returns when its context ends as well, but its take goes on, on a context
+// of its own bounded as a renewal's (the allowance lease, at least a
+// second): its answer, when it comes, is taken in, so that the units it
+// granted and those the store set aside for it are the store's to spend
+// rather than left lent in Redis until their lease ends.
+//
 // # Time
 //
 // The script reads the Redis server's clock (TIME). The application
