@@ -505,3 +505,101 @@ func TestAllowanceTakeOutlivesItsCaller(t *testing.T) {
 		t.Fatalf("after Close the state has %d free, want %d (limit %d, %d admitted)", dec.Remaining, want, p.Limit, admitted)
 	}
 }
+
+// TestColdLeaseAskOutlivesItsCaller: a one-trip decision that asks for a
+// cold lease, sent to a frozen server, returns its caller's error at the
+// caller's deadline; once the server resumes, the answer is taken in and
+// the lease it lent is the store's to spend, rather than lent in Redis
+// until its end. The next decisions spend from it, and after Close the
+// state holds exactly the decisions admitted, plus the one whose caller
+// left (Redis applied it, as any call already written). Batched, and sent
+// alone (MaxBatch 1; on a client without ContextTimeoutEnabled, go-redis's
+// default, which reads the answer past the caller's deadline: with it,
+// go-redis ends the read at the deadline, and the answer is lost to the
+// store as before).
+func TestColdLeaseAskOutlivesItsCaller(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		maxBatch   int
+		ctxTimeout bool // the client's ContextTimeoutEnabled
+	}{{"batched", 0, false}, {"batched, ContextTimeoutEnabled", 0, true}, {"alone", 1, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			const timeout = 100 * time.Millisecond
+			srv, c := frozen(t)
+			if tc.ctxTimeout {
+				c = srv.Client(t)
+			}
+			clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
+			s, err := redislimit.New(c, redislimit.Options{Prefix: "a:", LocalAllowance: true,
+				ColdLease: time.Minute, MaxBatch: tc.maxBatch, Clock: clock})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close(context.Background())
+			p := limit.TokenBucket(1000, limit.PerHour(1)).Named("tb")               // nothing refills on the fake clock
+			if _, err := s.AllowN(context.Background(), "other", p, 0); err != nil { // a connection made
+				t.Fatal(err)
+			}
+
+			srv.Freeze(t)
+			thawed := false
+			defer func() {
+				if !thawed {
+					srv.Thaw(t)
+				}
+			}()
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			start := time.Now()
+			_, err = s.AllowN(ctx, "k", p, 1) // the key's first decision asks for a lease
+			took := time.Since(start)
+			cancel()
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("a decision on a frozen server: %v, want the caller's deadline", err)
+			}
+			if took > timeout+boundMargin {
+				t.Fatalf("the decision took %v, over its caller's deadline of %v", took, timeout)
+			}
+			srv.Thaw(t)
+			thawed = true
+			for deadline := time.Now().Add(5 * time.Second); s.AllowanceStats().ColdLeases != 1; time.Sleep(time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("no cold lease 5 s after the thaw: the ask's answer was not taken in (%+v)", s.AllowanceStats())
+				}
+			}
+			before := s.AllowanceStats()
+			admitted := int64(0)
+			for range 5 {
+				dec, err := s.AllowN(context.Background(), "k", p, 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !dec.Allowed {
+					t.Fatal("a decision refused with a cold lease held")
+				}
+				admitted++
+			}
+			after := s.AllowanceStats()
+			if n := after.ColdLocal - before.ColdLocal; n != 5 {
+				t.Fatalf("%d of 5 decisions answered from the cold lease, want all (%+v)", n, after)
+			}
+			if err := s.Close(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if st := s.AllowanceStats(); st.Expired != 0 {
+				t.Fatalf("%d units expired (%+v)", st.Expired, st)
+			}
+			reader, err := redislimit.New(srv.Client(t), redislimit.Options{Prefix: "a:", Clock: clock})
+			if err != nil {
+				t.Fatal(err)
+			}
+			dec, err := reader.AllowN(context.Background(), "k", p, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := p.Limit - admitted - 1; dec.Remaining != want {
+				t.Fatalf("after Close the state has %d free, want %d (limit %d, %d admitted, and the decision whose caller left)",
+					dec.Remaining, want, p.Limit, admitted)
+			}
+		})
+	}
+}

@@ -35,6 +35,10 @@ type pending struct {
 	res   [8]int64  // allowed reason remaining retry_us reset_us granted seq now
 	err   error
 	done  chan struct{} // buffered: the batch never waits for the caller
+	// lateFor, when above 0, is how long the call's answer is wanted after
+	// its caller leaves (Store.allowFastLate): its batch lasts that long
+	// at least.
+	lateFor time.Duration
 }
 
 // The states of a pending.
@@ -118,8 +122,17 @@ func take(batch []*pending) []*pending {
 	return kept
 }
 
-// Deadline is the pending's caller's deadline (batchctx.Deadliner).
-func (p *pending) Deadline() (time.Time, bool) { return p.ctx.Deadline() }
+// Deadline is the pending's caller's deadline (batchctx.Deadliner), and at
+// least lateFor from now.
+func (p *pending) Deadline() (time.Time, bool) {
+	d, ok := p.ctx.Deadline()
+	if ok && p.lateFor > 0 {
+		if l := time.Now().Add(p.lateFor); l.After(d) {
+			d = l
+		}
+	}
+	return d, ok
+}
 
 // run sends one batch and answers its calls. The calls' own contexts bound
 // how long each caller waits; the batch itself is bounded by the client's
@@ -159,9 +172,9 @@ const batchTimeout = 10 * time.Second
 
 // allowBatched decides r in the next batch, with the lend ask, and waits
 // for it or for ctx.
-func (s *Store) allowBatched(ctx context.Context, r limit.Request, u policyUnits, ask lendAsk) (limit.Decision, lendGrant, error) {
+func (s *Store) allowBatched(ctx context.Context, r limit.Request, u policyUnits, ask lendAsk, late func([8]int64, error)) (limit.Decision, lendGrant, bool, error) {
 	if err := ctx.Err(); err != nil {
-		return limit.Decision{}, lendGrant{}, err // not queued: an ended call spends nothing
+		return limit.Decision{}, lendGrant{}, false, err // not queued: an ended call spends nothing
 	}
 	p := pendingPool.Get().(*pending)
 	p.ctx = ctx
@@ -169,14 +182,26 @@ func (s *Store) allowBatched(ctx context.Context, r limit.Request, u policyUnits
 	p.key = s.Key(r.Key, r.Policy)
 	p.args = [12]int64{u.alg, u.limit, u.n, u.p, u.w, r.Cost, s.now(), ask.want, ask.lease, ask.seq, ask.used, ask.spentAt}
 	p.err = nil
+	p.lateFor = 0
+	if late != nil {
+		p.lateFor = s.lent.lateFor()
+	}
 	s.batch.submit(p)
 	select {
 	case <-p.done:
 	case <-ctx.Done():
 		// Still queued: dropped, never sent. Taken: its batch is on the
 		// wire and may spend it. Either way p stays with the batcher.
-		p.state.CompareAndSwap(queued, dropped)
-		return limit.Decision{}, lendGrant{}, ctx.Err()
+		if p.state.CompareAndSwap(queued, dropped) || late == nil || !s.lent.reserveLate() {
+			return limit.Decision{}, lendGrant{}, false, ctx.Err()
+		}
+		// On the wire: its answer goes to late.
+		go func() {
+			defer s.lent.lateDone()
+			<-p.done
+			late(p.res, p.err) // p stays unused: the pool may not hold it
+		}()
+		return limit.Decision{}, lendGrant{}, true, ctx.Err()
 	}
 	p.ctx = nil
 	if p.err != nil {
@@ -185,12 +210,12 @@ func (s *Store) allowBatched(ctx context.Context, r limit.Request, u policyUnits
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			err = ctxErr // the batch ended with the caller's deadline
 		}
-		return limit.Decision{}, lendGrant{}, err
+		return limit.Decision{}, lendGrant{}, false, err
 	}
 	v := p.res
 	pendingPool.Put(p)
 	dec, g := fastAnswer(r, v)
-	return dec, g, nil
+	return dec, g, false, nil
 }
 
 // fastAnswer reads one decision of allow.lua.

@@ -515,7 +515,7 @@ func (a *allowances) renewColdEarly(c *coldLease, now time.Time) (ask lendAsk, s
 func (a *allowances) renewCold(c *coldLease, ask lendAsk) {
 	defer func() { <-a.coldLeases.slots }()
 	sent := a.now()
-	ctx, cancel := context.WithTimeout(context.Background(), max(a.period, time.Second))
+	ctx, cancel := context.WithTimeout(context.Background(), a.lateFor())
 	dec, g, err := a.s.allowFast(ctx, limit.Request{Key: c.key(), Policy: *c.p}, ask)
 	cancel()
 	if testHookColdRenewed != nil {
@@ -634,6 +634,48 @@ func (a *allowances) endedCold(ask lendAsk, err error) {
 		a.stats.returned.Add(ask.held)
 	}
 }
+
+// askAnswered takes in the answer (v, or err) to a one-trip decision of r
+// on the Redis key rk that carried ask, sent at sent, and whose caller left
+// once it was sent (Store.sendLate): the lease the call ended is counted,
+// and the lease it lent is kept or given back, as when the caller waits.
+func (a *allowances) askAnswered(r limit.Request, rk string, ask lendAsk, sent time.Time, v [8]int64, err error) {
+	a.endedCold(ask, err)
+	if ask.want <= 0 {
+		return
+	}
+	var dec limit.Decision
+	var g lendGrant
+	if err == nil {
+		dec, g = fastAnswer(r, v)
+	}
+	if testHookColdAsked != nil {
+		testHookColdAsked(a.s, g.granted)
+	}
+	a.installCold(context.Background(), rk, r, dec, g, sent, ask.mine)
+}
+
+// reserveLate takes a place for a call answered after its caller left
+// (Store.sendLate) among the early renewals' places, which Close waits
+// for; false when none is free or the store has closed.
+func (a *allowances) reserveLate() bool {
+	if a.coldLeases.slots == nil || a.closed.Load() {
+		return false
+	}
+	select {
+	case a.coldLeases.slots <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+// lateFor is how long a call's answer is waited for after its caller
+// left: as long as an early renewal's.
+func (a *allowances) lateFor() time.Duration { return max(a.period, time.Second) }
+
+// lateDone gives back the place of reserveLate.
+func (a *allowances) lateDone() { <-a.coldLeases.slots }
 
 // installCold keeps the lease a one-trip decision of r, sent at sent, was
 // granted (g zero when the call failed), and then closes mine, its ask. A

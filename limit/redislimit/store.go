@@ -334,12 +334,21 @@ var replyPool = sync.Pool{New: func() any { return &reply{done: make(chan struct
 // command is written it cannot be recalled: the server applies it when it
 // reads it, whether or not the caller is still there.
 func (s *Store) send(ctx context.Context, sc *redis.Script, keys []string, args ...any) (string, error) {
+	res, _, err := s.sendLate(ctx, sc, keys, nil, args...)
+	return res, err
+}
+
+// sendLate is send, but a call whose ctx ends while it is on its way is
+// not forgotten when late is not nil and the store can wait for it
+// (allowances.reserveLate): its answer goes to late (handed true).
+func (s *Store) sendLate(ctx context.Context, sc *redis.Script, keys []string, late func(string, error), args ...any) (res string, handed bool, err error) {
 	if err := ctx.Err(); err != nil {
-		return "", err
+		return "", false, err
 	}
 	s.stats.commands.Add(1)
 	if ctx.Done() == nil { // a context that never ends: nothing to bound
-		return sc.Run(ctx, s.client, keys, args...).Text()
+		res, err := sc.Run(ctx, s.client, keys, args...).Text()
+		return res, false, err
 	}
 	r := replyPool.Get().(*reply)
 	go func() {
@@ -351,9 +360,17 @@ func (s *Store) send(ctx context.Context, sc *redis.Script, keys []string, args 
 		res, err := r.res, r.err
 		r.res, r.err = "", nil
 		replyPool.Put(r)
-		return res, err
+		return res, false, err
 	case <-ctx.Done():
-		return "", ctx.Err() // r stays with its goroutine, never reused
+		if late == nil || !s.lent.reserveLate() {
+			return "", false, ctx.Err() // r stays with its goroutine, never reused
+		}
+		go func() {
+			defer s.lent.lateDone()
+			<-r.done
+			late(r.res, r.err) // r stays unused: the pool may not hold it
+		}()
+		return "", true, ctx.Err()
 	}
 }
 
@@ -451,8 +468,16 @@ func (s *Store) AllowN(ctx context.Context, key string, p limit.Policy, cost int
 			sent = s.lent.now()
 		}
 		var g lendGrant
-		dec, g, err = s.allowFast(ctx, reqs[0], ask)
-		if s.lent != nil {
+		var late func([8]int64, error)
+		if ask.want > 0 || ask.seq != 0 {
+			// A caller that leaves once the call is sent leaves its
+			// answer to be taken in: the lease it ends, the lease it lends.
+			r := reqs[0]
+			late = func(v [8]int64, err error) { s.lent.askAnswered(r, rk, ask, sent, v, err) }
+		}
+		var handed bool
+		dec, g, handed, err = s.allowFastLate(ctx, reqs[0], ask, late)
+		if s.lent != nil && !handed {
 			s.lent.endedCold(ask, err)
 			if ask.want > 0 {
 				if err != nil {
@@ -638,15 +663,24 @@ var _ limit.Store = (*Store)(nil)
 // allowFast decides one request with the short script, with the lend ask
 // of Options.ColdLease (the zero lendAsk for none).
 func (s *Store) allowFast(ctx context.Context, r limit.Request, ask lendAsk) (limit.Decision, lendGrant, error) {
+	dec, g, _, err := s.allowFastLate(ctx, r, ask, nil)
+	return dec, g, err
+}
+
+// allowFastLate is allowFast, but the answer to a call whose ctx ends once
+// it is sent goes to late, if not nil, when the store can wait for it
+// (handed true; see sendLate): a lend ask's grant is then kept or given
+// back rather than left lent in Redis until its lease ends.
+func (s *Store) allowFastLate(ctx context.Context, r limit.Request, ask lendAsk, late func([8]int64, error)) (dec limit.Decision, g lendGrant, handed bool, err error) {
 	if r.Cost < 0 {
-		return limit.Decision{}, lendGrant{}, &limit.CostError{Cost: r.Cost}
+		return limit.Decision{}, lendGrant{}, false, &limit.CostError{Cost: r.Cost}
 	}
 	u, err := units(r.Policy)
 	if err != nil {
-		return limit.Decision{}, lendGrant{}, err
+		return limit.Decision{}, lendGrant{}, false, err
 	}
 	if s.batch != nil {
-		return s.allowBatched(ctx, r, u, ask)
+		return s.allowBatched(ctx, r, u, ask, late)
 	}
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
@@ -656,16 +690,26 @@ func (s *Store) allowFast(ctx context.Context, r limit.Request, ask lendAsk) (li
 	}
 	*bp = b
 	key := s.Key(r.Key, r.Policy)
-	res, err := s.send(ctx, allowScript, []string{key}, string(b), s.holder())
+	var lateText func(string, error)
+	if late != nil {
+		lateText = func(res string, err error) {
+			var v [8]int64
+			if err == nil {
+				_, err = parseInts(res, v[:])
+			}
+			late(v, err)
+		}
+	}
+	res, handed, err := s.sendLate(ctx, allowScript, []string{key}, lateText, string(b), s.holder())
 	if err != nil {
-		return limit.Decision{}, lendGrant{}, s.failure(ctx, "allow", []string{key}, err)
+		return limit.Decision{}, lendGrant{}, handed, s.failure(ctx, "allow", []string{key}, err)
 	}
 	var v [8]int64
 	if _, err := parseInts(res, v[:]); err != nil {
-		return limit.Decision{}, lendGrant{}, err
+		return limit.Decision{}, lendGrant{}, false, err
 	}
-	dec, g := fastAnswer(r, v)
-	return dec, g, nil
+	dec, g = fastAnswer(r, v)
+	return dec, g, false, nil
 }
 
 // holder is the id under which this store's allowances are lent ("-"
