@@ -421,7 +421,6 @@ func TestAllowanceRedisFrozen(t *testing.T) {
 // the state holds exactly the decisions admitted. A take that ended with
 // its caller left the units lent under a lease the store no longer knew.
 func TestAllowanceTakeOutlivesItsCaller(t *testing.T) {
-	const timeout = 100 * time.Millisecond
 	srv := redistest.StartServer(t)
 	clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
 	s, err := redislimit.New(srv.Client(t), redislimit.Options{Prefix: "t:", LocalAllowance: true,
@@ -442,29 +441,11 @@ func TestAllowanceTakeOutlivesItsCaller(t *testing.T) {
 		t.Fatalf("held %d after the first decision, want an allowance", held)
 	}
 
-	srv.Freeze(t)
-	thawed := false
-	defer func() {
-		if !thawed {
-			srv.Thaw(t)
-		}
-	}()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	start := time.Now()
-	_, err = s.AllowN(ctx, "hot", p, held+1) // more than the remainder: a take
-	took := time.Since(start)
-	cancel()
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("a decision whose take met a frozen server: %v, want the caller's deadline", err)
-	}
-	if took > timeout+boundMargin {
-		t.Fatalf("the decision took %v, over its caller's deadline of %v", took, timeout)
-	}
+	thaw := giveUpOnFrozen(t, srv, s, "hot", p, held+1) // more than the remainder: a take
 	if !s.CallInFlightForTest("hot", p) {
 		t.Fatal("the take ended with its caller")
 	}
-	srv.Thaw(t)
-	thawed = true
+	thaw()
 	for deadline := time.Now().Add(5 * time.Second); s.CallInFlightForTest("hot", p); time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the take was not answered within 5 s of the thaw")
@@ -493,17 +474,50 @@ func TestAllowanceTakeOutlivesItsCaller(t *testing.T) {
 	if err := s.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	reader, err := redislimit.New(srv.Client(t), redislimit.Options{Prefix: "t:", Clock: clock})
+	if free, want := freeOn(t, srv, "t:", clock, "hot", p), p.Limit-admitted; free != want {
+		t.Fatalf("after Close the state has %d free, want %d (limit %d, %d admitted)", free, want, p.Limit, admitted)
+	}
+}
+
+// giveUpOnFrozen freezes srv and decides cost on key from s with a 100-ms
+// deadline, which the decision must meet with the deadline's error; it
+// returns the thaw (also run at cleanup, if not before).
+func giveUpOnFrozen(t *testing.T, srv *redistest.Server, s *redislimit.Store, key string, p limit.Policy, cost int64) (thaw func()) {
+	t.Helper()
+	const timeout = 100 * time.Millisecond
+	srv.Freeze(t)
+	var thawed atomic.Bool
+	thaw = func() {
+		if !thawed.Swap(true) {
+			srv.Thaw(t)
+		}
+	}
+	t.Cleanup(thaw)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	start := time.Now()
+	_, err := s.AllowN(ctx, key, p, cost)
+	if took := time.Since(start); took > timeout+boundMargin {
+		t.Fatalf("the decision took %v, over its caller's deadline of %v", took, timeout)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a decision on a frozen server: %v, want the caller's deadline", err)
+	}
+	return thaw
+}
+
+// freeOn is what key's state under p on srv (prefix, clock) has free.
+func freeOn(t *testing.T, srv *redistest.Server, prefix string, clock limit.Clock, key string, p limit.Policy) int64 {
+	t.Helper()
+	reader, err := redislimit.New(srv.Client(t), redislimit.Options{Prefix: prefix, Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
-	dec, err := reader.AllowN(context.Background(), "hot", p, 0)
+	dec, err := reader.AllowN(context.Background(), key, p, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := p.Limit - admitted; dec.Remaining != want {
-		t.Fatalf("after Close the state has %d free, want %d (limit %d, %d admitted)", dec.Remaining, want, p.Limit, admitted)
-	}
+	return dec.Remaining
 }
 
 // TestColdLeaseAskOutlivesItsCaller: a one-trip decision that asks for a
@@ -524,7 +538,6 @@ func TestColdLeaseAskOutlivesItsCaller(t *testing.T) {
 		ctxTimeout bool // the client's ContextTimeoutEnabled
 	}{{"batched", 0, false}, {"batched, ContextTimeoutEnabled", 0, true}, {"alone", 1, false}} {
 		t.Run(tc.name, func(t *testing.T) {
-			const timeout = 100 * time.Millisecond
 			srv, c := frozen(t)
 			if tc.ctxTimeout {
 				c = srv.Client(t)
@@ -541,26 +554,7 @@ func TestColdLeaseAskOutlivesItsCaller(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			srv.Freeze(t)
-			thawed := false
-			defer func() {
-				if !thawed {
-					srv.Thaw(t)
-				}
-			}()
-			ctx, cancel := context.WithTimeout(context.Background(), timeout)
-			start := time.Now()
-			_, err = s.AllowN(ctx, "k", p, 1) // the key's first decision asks for a lease
-			took := time.Since(start)
-			cancel()
-			if !errors.Is(err, context.DeadlineExceeded) {
-				t.Fatalf("a decision on a frozen server: %v, want the caller's deadline", err)
-			}
-			if took > timeout+boundMargin {
-				t.Fatalf("the decision took %v, over its caller's deadline of %v", took, timeout)
-			}
-			srv.Thaw(t)
-			thawed = true
+			giveUpOnFrozen(t, srv, s, "k", p, 1)() // the key's first decision asks for a lease
 			for deadline := time.Now().Add(5 * time.Second); s.AllowanceStats().ColdLeases != 1; time.Sleep(time.Millisecond) {
 				if time.Now().After(deadline) {
 					t.Fatalf("no cold lease 5 s after the thaw: the ask's answer was not taken in (%+v)", s.AllowanceStats())
@@ -588,17 +582,9 @@ func TestColdLeaseAskOutlivesItsCaller(t *testing.T) {
 			if st := s.AllowanceStats(); st.Expired != 0 {
 				t.Fatalf("%d units expired (%+v)", st.Expired, st)
 			}
-			reader, err := redislimit.New(srv.Client(t), redislimit.Options{Prefix: "a:", Clock: clock})
-			if err != nil {
-				t.Fatal(err)
-			}
-			dec, err := reader.AllowN(context.Background(), "k", p, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if want := p.Limit - admitted - 1; dec.Remaining != want {
+			if free, want := freeOn(t, srv, "a:", clock, "k", p), p.Limit-admitted-1; free != want {
 				t.Fatalf("after Close the state has %d free, want %d (limit %d, %d admitted, and the decision whose caller left)",
-					dec.Remaining, want, p.Limit, admitted)
+					free, want, p.Limit, admitted)
 			}
 		})
 	}
