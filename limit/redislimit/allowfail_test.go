@@ -589,3 +589,31 @@ func TestColdLeaseAskOutlivesItsCaller(t *testing.T) {
 		})
 	}
 }
+
+// TestColdLeaseAskCloseWaits: Close waits for the answer to an ask whose
+// caller left: the store closed on a frozen server, the ask's place is
+// free when Close returns (its batch ended by its own bound, the ask was
+// settled), not held by a goroutine still waiting.
+func TestColdLeaseAskCloseWaits(t *testing.T) {
+	srv := redistest.StartServer(t)
+	s, err := redislimit.New(srv.Client(t), redislimit.Options{Prefix: "w:", LocalAllowance: true,
+		ColdLease: time.Minute, Clock: limittest.NewClock(time.Unix(1_700_000_000, 0))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := limit.TokenBucket(1000, limit.PerHour(1)).Named("tb")
+	if _, err := s.AllowN(context.Background(), "other", p, 0); err != nil { // a connection made
+		t.Fatal(err)
+	}
+	thaw := giveUpOnFrozen(t, srv, s, "k", p, 1) // the key's first decision asks for a lease
+	defer thaw()
+	if places, _ := s.ColdPlacesForTest(); places != 1 {
+		t.Fatalf("%d places taken once the caller left, want 1: its ask's", places)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = s.Close(ctx) // on a frozen server: the error is not what is checked
+	if places, held := s.ColdPlacesForTest(); places != 0 || held != 0 {
+		t.Fatalf("after Close, %d places taken and %d leases held, want none: Close did not wait for the ask", places, held)
+	}
+}
