@@ -617,3 +617,69 @@ func TestColdLeaseAskCloseWaits(t *testing.T) {
 		t.Fatalf("after Close, %d places taken and %d leases held, want none: Close did not wait for the ask", places, held)
 	}
 }
+
+// TestColdLeaseAskPlacesFull: with every place of the early renewals and
+// late answers taken (ColdRenewalPlaces calls in flight), a caller that
+// gives up on an ask for a cold lease still returns at its deadline, the
+// store takes no place beyond the bound, and the ask is settled as before
+// late answers existed: its place given up, no lease held here, and the
+// units Redis lent it lent there until the lease's end. Batched and sent
+// alone.
+func TestColdLeaseAskPlacesFull(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		maxBatch int
+	}{{"batched", 0}, {"alone", 1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, c := frozen(t)
+			clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
+			s, err := redislimit.New(c, redislimit.Options{Prefix: "f:", LocalAllowance: true,
+				ColdLease: time.Minute, MaxBatch: tc.maxBatch, Clock: clock})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close(context.Background())
+			p := limit.TokenBucket(1000, limit.PerHour(1)).Named("tb")               // nothing refills on the fake clock
+			if _, err := s.AllowN(context.Background(), "other", p, 0); err != nil { // a connection made
+				t.Fatal(err)
+			}
+			n, release := s.HoldColdRenewalPlacesForTest()
+			defer release() // before Close, which waits for every place
+			if n != redislimit.ColdRenewalPlaces {
+				t.Fatalf("took %d places, want all %d free", n, redislimit.ColdRenewalPlaces)
+			}
+			giveUpOnFrozen(t, srv, s, "k", p, 1)() // the key's first decision asks for a lease
+			if inFlight := s.ColdRenewalsInFlightForTest(); inFlight != redislimit.ColdRenewalPlaces {
+				t.Fatalf("%d places taken, want the bound, %d", inFlight, redislimit.ColdRenewalPlaces)
+			}
+			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+				if places, _ := s.ColdPlacesForTest(); places == 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					places, held := s.ColdPlacesForTest()
+					t.Fatalf("5 s after the thaw %d lease places taken and %d leases held, want none: the answer waited for with no place free, or the ask never settled", places, held)
+				}
+			}
+			release()
+			if st := s.AllowanceStats(); st.ColdLeases != 0 {
+				t.Fatalf("%d cold leases held: an answer taken in with no place to wait for it (%+v)", st.ColdLeases, st)
+			}
+			// Redis applied the decision and lent the lease, which no one
+			// here holds: its units stay lent until its end.
+			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				free := freeOn(t, srv, "f:", clock, "k", p)
+				if free < p.Limit-1 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the state has %d free of %d after the decision whose caller left: no lease was lent, so the test shows nothing", free, p.Limit)
+				}
+			}
+			dec, err := s.AllowN(context.Background(), "k", p, 1)
+			if err != nil || !dec.Allowed {
+				t.Fatalf("a decision once the places are free: %+v, %v", dec, err)
+			}
+		})
+	}
+}

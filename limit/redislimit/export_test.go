@@ -3,6 +3,7 @@ package redislimit
 import (
 	"context"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -370,3 +371,32 @@ func SetColdRenewedHookForTest(t testing.TB, f func(granted int64, err error) er
 	testHookColdRenewed = f
 	t.Cleanup(func() { testHookColdRenewed = nil })
 }
+
+// HoldColdRenewalPlacesForTest takes every free place of the early
+// renewals and late answers (coldRenewals of them), as that many calls in
+// flight would, and returns how many it took and a func that gives them
+// back (once, however often it is called).
+func (s *Store) HoldColdRenewalPlacesForTest() (n int, release func()) {
+	slots := s.lent.coldLeases.slots
+	for {
+		select {
+		case slots <- struct{}{}:
+			n++
+			continue
+		default:
+		}
+		break
+	}
+	var once sync.Once
+	return n, func() {
+		once.Do(func() {
+			for range n {
+				<-slots
+			}
+		})
+	}
+}
+
+// ColdRenewalPlaces is how many early renewals and late answers a store
+// waits for at once.
+const ColdRenewalPlaces = coldRenewals
