@@ -1450,6 +1450,11 @@ var (
 	testHookAskWait   func(s *Store)
 )
 
+// testHookCallerLeft, when set, runs when the caller of a batched call of
+// s leaves, before it drops the call; queued reports whether no batch has
+// taken or dropped it yet.
+var testHookCallerLeft func(s *Store, queued func() bool)
+
 // kill stops the allowance work without giving anything back, as if the
 // process had died, and returns the units held unspent. For tests.
 func (a *allowances) kill() (held int64) {

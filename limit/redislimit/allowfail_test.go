@@ -683,3 +683,147 @@ func TestColdLeaseAskPlacesFull(t *testing.T) {
 		})
 	}
 }
+
+// TestColdLeaseAskDroppedByItsBatch: a batched ask for a cold lease whose
+// caller leaves while it waits behind a batch in flight, and which the
+// next batch drops, its context ended, before the caller does: the call
+// was never sent, so no answer is waited for. The caller returns at its
+// deadline, the ask's place is given up, and Close returns at once, where
+// it used to wait for ever for an answer to a call never sent.
+func TestColdLeaseAskDroppedByItsBatch(t *testing.T) {
+	srv, c := frozen(t)
+	clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
+	s, err := redislimit.New(c, redislimit.Options{Prefix: "d:", LocalAllowance: true,
+		ColdLease: time.Minute, MaxInFlight: 1, Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := limit.TokenBucket(1000, limit.PerHour(1)).Named("tb")
+	if _, err := s.AllowN(context.Background(), "other", p, 0); err != nil { // a connection made
+		t.Fatal(err)
+	}
+	srv.Freeze(t)
+	thawed := false
+	thaw := func() {
+		if !thawed {
+			thawed = true
+			srv.Thaw(t)
+		}
+	}
+	defer thaw()
+	// The one batch allowed in flight, held by the frozen server.
+	sent := s.AllowanceStats().Commands
+	blocker := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, err := s.AllowN(ctx, "blocker", p, 0)
+		blocker <- err
+	}()
+	for deadline := time.Now().Add(5 * time.Second); s.AllowanceStats().Commands == sent; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the blocking batch was not sent within 5 s")
+		}
+	}
+	// The ask waits behind it; when its caller leaves, the server thaws,
+	// and the next batch drops the call before the caller does.
+	left := false
+	redislimit.SetCallerLeftHookForTest(t, s, func(queued func() bool) {
+		left = true
+		thaw()
+		for deadline := time.Now().Add(5 * time.Second); queued(); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Error("the next batch did not drop the call within 5 s")
+				return
+			}
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := s.AllowN(ctx, "k", p, 1); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("the ask behind a frozen batch: %v, want its caller's deadline", err)
+	}
+	if !left {
+		t.Fatal("the caller left without the hook: the call was not batched behind the blocker")
+	}
+	if err := <-blocker; err != nil {
+		t.Fatalf("the blocking call: %v", err)
+	}
+	if places, held := s.ColdPlacesForTest(); places != 0 || held != 0 {
+		t.Fatalf("%d lease places taken and %d leases held for a call never sent, want none", places, held)
+	}
+	if n := s.ColdRenewalsInFlightForTest(); n != 0 {
+		t.Fatalf("%d late answers waited for, want none: the call was never sent", n)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close(context.Background()) }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close still waiting after 5 s, for the answer to a call never sent")
+	}
+	if free := freeOn(t, srv, "d:", clock, "k", p); free != p.Limit {
+		t.Fatalf("the state has %d free of %d: a call dropped before it was sent was applied", free, p.Limit)
+	}
+}
+
+// TestColdLeaseLateAnswerBounded: the store waits for the answer to an ask
+// whose caller left for as long as for an early renewal, and no longer,
+// whatever the client's timeouts: on a client without a read timeout,
+// whose call to a frozen server never ends, the ask's place is given up
+// within that bound, and Close returns. Batched and sent alone.
+func TestColdLeaseLateAnswerBounded(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		maxBatch int
+	}{{"batched", 0}, {"alone", 1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := redistest.StartServer(t)
+			c := redis.NewClient(&redis.Options{Addr: srv.Addr(), ReadTimeout: -1})
+			t.Cleanup(func() { c.Close() })
+			clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
+			s, err := redislimit.New(c, redislimit.Options{Prefix: "b:", LocalAllowance: true,
+				AllowanceLease: time.Second, ColdLease: time.Minute, MaxBatch: tc.maxBatch, Clock: clock})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := limit.TokenBucket(1000, limit.PerHour(1)).Named("tb")
+			if _, err := s.AllowN(context.Background(), "other", p, 0); err != nil { // a connection made
+				t.Fatal(err)
+			}
+			thaw := giveUpOnFrozen(t, srv, s, "k", p, 1) // the key's first decision asks for a lease
+			defer thaw()
+			left := time.Now()
+			const bound = time.Second // AllowanceLease/2, at least 1 s
+			for deadline := left.Add(bound + 5*time.Second); ; time.Sleep(5 * time.Millisecond) {
+				places, held := s.ColdPlacesForTest()
+				if places == 0 && s.ColdRenewalsInFlightForTest() == 0 {
+					if held != 0 {
+						t.Fatalf("%d leases held from a frozen server", held)
+					}
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%v after its caller left, on a server still frozen, the ask still waited for (%d places)", time.Since(left), places)
+				}
+			}
+			if waited := time.Since(left); waited < bound-100*time.Millisecond {
+				t.Fatalf("the answer was given up after %v, before the bound of %v", waited, bound)
+			}
+			closed := make(chan error, 1)
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				defer cancel()
+				closed <- s.Close(ctx)
+			}()
+			select {
+			case <-closed: // on a frozen server: the error is not what is checked
+			case <-time.After(10 * time.Second):
+				t.Fatal("Close still waiting after 10 s")
+			}
+		})
+	}
+}

@@ -190,16 +190,24 @@ func (s *Store) allowBatched(ctx context.Context, r limit.Request, u policyUnits
 	select {
 	case <-p.done:
 	case <-ctx.Done():
-		// Still queued: dropped, never sent. Taken: its batch is on the
+		// Still queued: dropped, never sent, whether here or by the batch
+		// that found its context ended (take). Taken: its batch is on the
 		// wire and may spend it. Either way p stays with the batcher.
-		if p.state.CompareAndSwap(queued, dropped) || late == nil || !s.lent.reserveLate() {
+		if testHookCallerLeft != nil {
+			testHookCallerLeft(s, func() bool { return p.state.Load() == queued })
+		}
+		if p.state.CompareAndSwap(queued, dropped) || p.state.Load() == dropped ||
+			late == nil || !s.lent.reserveLate() {
 			return limit.Decision{}, lendGrant{}, false, ctx.Err()
 		}
-		// On the wire: its answer goes to late.
+		// On the wire: its answer goes to late, if it comes in time.
 		go func() {
 			defer s.lent.lateDone()
-			<-p.done
-			late(p.res, p.err) // p stays unused: the pool may not hold it
+			if s.lent.awaitLate(p.done) {
+				late(p.res, p.err) // p stays unused: the pool may not hold it
+			} else {
+				late([8]int64{}, errNoLateAnswer)
+			}
 		}()
 		return limit.Decision{}, lendGrant{}, true, ctx.Err()
 	}

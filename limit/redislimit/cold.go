@@ -2,6 +2,7 @@ package redislimit
 
 import (
 	"context"
+	"errors"
 	"hash/maphash"
 	"maps"
 	"math"
@@ -673,6 +674,26 @@ func (a *allowances) reserveLate() bool {
 // lateFor is how long a call's answer is waited for after its caller
 // left: as long as an early renewal's.
 func (a *allowances) lateFor() time.Duration { return max(a.period, time.Second) }
+
+// awaitLate waits for done, the answer to a call whose caller left, for
+// lateFor at most, whatever the client's timeouts (a client without a read
+// timeout on a frozen server would wait for ever, and Close with it); it
+// reports whether the answer came.
+func (a *allowances) awaitLate(done <-chan struct{}) bool {
+	t := time.NewTimer(a.lateFor())
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// errNoLateAnswer is the failure of a call whose answer awaitLate waited
+// for in vain: it may have been applied, so what it ended or lent is left
+// to end in Redis.
+var errNoLateAnswer = errors.New("redislimit: no answer within the bound after the caller left")
 
 // lateDone gives back the place of reserveLate.
 func (a *allowances) lateDone() { <-a.coldLeases.slots }

@@ -75,8 +75,10 @@
 // granted and those the store set aside for it are the store's to spend
 // rather than left lent in Redis until their lease ends. So is the answer
 // to a one-trip decision that asks for a cold lease, once the call is sent:
-// the store waits for it past the caller's deadline (as long as for an
-// early renewal) and keeps or gives back the lease it lent. A batch waits
+// the store waits for it past the caller's deadline, as long as for an
+// early renewal and no longer, whatever the client's timeouts, and keeps or
+// gives back the lease it lent; an answer that does not come by then is
+// given up, and the lease stays lent in Redis until its end. A batch waits
 // for it whatever the client's options; a call sent alone (a cluster, or
 // MaxBatch 1) only on a client without ContextTimeoutEnabled, since with it
 // go-redis ends the read at the caller's deadline, and the lease then stays

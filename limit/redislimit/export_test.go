@@ -400,3 +400,15 @@ func (s *Store) HoldColdRenewalPlacesForTest() (n int, release func()) {
 // ColdRenewalPlaces is how many early renewals and late answers a store
 // waits for at once.
 const ColdRenewalPlaces = coldRenewals
+
+// SetCallerLeftHookForTest sets the hook run when the caller of a batched
+// call of s leaves, before it drops the call; queued reports whether no
+// batch has taken or dropped the call yet.
+func SetCallerLeftHookForTest(t testing.TB, s *Store, f func(queued func() bool)) {
+	testHookCallerLeft = func(t *Store, queued func() bool) {
+		if t == s {
+			f(queued)
+		}
+	}
+	t.Cleanup(func() { testHookCallerLeft = nil })
+}

@@ -367,8 +367,11 @@ func (s *Store) sendLate(ctx context.Context, sc *redis.Script, keys []string, l
 		}
 		go func() {
 			defer s.lent.lateDone()
-			<-r.done
-			late(r.res, r.err) // r stays unused: the pool may not hold it
+			if s.lent.awaitLate(r.done) {
+				late(r.res, r.err) // r stays unused: the pool may not hold it
+			} else {
+				late("", errNoLateAnswer) // r stays with its goroutine
+			}
 		}()
 		return "", true, ctx.Err()
 	}
