@@ -520,6 +520,26 @@ func freeOn(t *testing.T, srv *redistest.Server, prefix string, clock limit.Cloc
 	return dec.Remaining
 }
 
+// coldAskStore is a store on c with local allowances and 1-minute cold
+// leases (opts adds the rest; its Prefix is prefix), on a fake clock, with
+// a connection made; closed at the test's end. p is the policy the cold-ask
+// tests decide under: nothing refills on the fake clock.
+func coldAskStore(t *testing.T, c *redis.Client, prefix string, opts redislimit.Options) (s *redislimit.Store, p limit.Policy, clock *limittest.Clock) {
+	t.Helper()
+	clock = limittest.NewClock(time.Unix(1_700_000_000, 0))
+	opts.Prefix, opts.LocalAllowance, opts.ColdLease, opts.Clock = prefix, true, time.Minute, clock
+	s, err := redislimit.New(c, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	p = limit.TokenBucket(1000, limit.PerHour(1)).Named("tb")
+	if _, err := s.AllowN(context.Background(), "other", p, 0); err != nil {
+		t.Fatal(err)
+	}
+	return s, p, clock
+}
+
 // TestColdLeaseAskOutlivesItsCaller: a one-trip decision that asks for a
 // cold lease, sent to a frozen server, returns its caller's error at the
 // caller's deadline; once the server resumes, the answer is taken in and
@@ -542,17 +562,7 @@ func TestColdLeaseAskOutlivesItsCaller(t *testing.T) {
 			if tc.ctxTimeout {
 				c = srv.Client(t)
 			}
-			clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
-			s, err := redislimit.New(c, redislimit.Options{Prefix: "a:", LocalAllowance: true,
-				ColdLease: time.Minute, MaxBatch: tc.maxBatch, Clock: clock})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close(context.Background())
-			p := limit.TokenBucket(1000, limit.PerHour(1)).Named("tb")               // nothing refills on the fake clock
-			if _, err := s.AllowN(context.Background(), "other", p, 0); err != nil { // a connection made
-				t.Fatal(err)
-			}
+			s, p, clock := coldAskStore(t, c, "a:", redislimit.Options{MaxBatch: tc.maxBatch})
 
 			giveUpOnFrozen(t, srv, s, "k", p, 1)() // the key's first decision asks for a lease
 			for deadline := time.Now().Add(5 * time.Second); s.AllowanceStats().ColdLeases != 1; time.Sleep(time.Millisecond) {
@@ -596,15 +606,7 @@ func TestColdLeaseAskOutlivesItsCaller(t *testing.T) {
 // settled), not held by a goroutine still waiting.
 func TestColdLeaseAskCloseWaits(t *testing.T) {
 	srv := redistest.StartServer(t)
-	s, err := redislimit.New(srv.Client(t), redislimit.Options{Prefix: "w:", LocalAllowance: true,
-		ColdLease: time.Minute, Clock: limittest.NewClock(time.Unix(1_700_000_000, 0))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := limit.TokenBucket(1000, limit.PerHour(1)).Named("tb")
-	if _, err := s.AllowN(context.Background(), "other", p, 0); err != nil { // a connection made
-		t.Fatal(err)
-	}
+	s, p, _ := coldAskStore(t, srv.Client(t), "w:", redislimit.Options{})
 	thaw := giveUpOnFrozen(t, srv, s, "k", p, 1) // the key's first decision asks for a lease
 	defer thaw()
 	if places, _ := s.ColdPlacesForTest(); places != 1 {
@@ -632,17 +634,7 @@ func TestColdLeaseAskPlacesFull(t *testing.T) {
 	}{{"batched", 0}, {"alone", 1}} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv, c := frozen(t)
-			clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
-			s, err := redislimit.New(c, redislimit.Options{Prefix: "f:", LocalAllowance: true,
-				ColdLease: time.Minute, MaxBatch: tc.maxBatch, Clock: clock})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close(context.Background())
-			p := limit.TokenBucket(1000, limit.PerHour(1)).Named("tb")               // nothing refills on the fake clock
-			if _, err := s.AllowN(context.Background(), "other", p, 0); err != nil { // a connection made
-				t.Fatal(err)
-			}
+			s, p, clock := coldAskStore(t, c, "f:", redislimit.Options{MaxBatch: tc.maxBatch})
 			n, release := s.HoldColdRenewalPlacesForTest()
 			defer release() // before Close, which waits for every place
 			if n != redislimit.ColdRenewalPlaces {
@@ -692,16 +684,7 @@ func TestColdLeaseAskPlacesFull(t *testing.T) {
 // it used to wait for ever for an answer to a call never sent.
 func TestColdLeaseAskDroppedByItsBatch(t *testing.T) {
 	srv, c := frozen(t)
-	clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
-	s, err := redislimit.New(c, redislimit.Options{Prefix: "d:", LocalAllowance: true,
-		ColdLease: time.Minute, MaxInFlight: 1, Clock: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := limit.TokenBucket(1000, limit.PerHour(1)).Named("tb")
-	if _, err := s.AllowN(context.Background(), "other", p, 0); err != nil { // a connection made
-		t.Fatal(err)
-	}
+	s, p, clock := coldAskStore(t, c, "d:", redislimit.Options{MaxInFlight: 1})
 	srv.Freeze(t)
 	thawed := false
 	thaw := func() {
@@ -784,16 +767,7 @@ func TestColdLeaseLateAnswerBounded(t *testing.T) {
 			srv := redistest.StartServer(t)
 			c := redis.NewClient(&redis.Options{Addr: srv.Addr(), ReadTimeout: -1})
 			t.Cleanup(func() { c.Close() })
-			clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
-			s, err := redislimit.New(c, redislimit.Options{Prefix: "b:", LocalAllowance: true,
-				AllowanceLease: time.Second, ColdLease: time.Minute, MaxBatch: tc.maxBatch, Clock: clock})
-			if err != nil {
-				t.Fatal(err)
-			}
-			p := limit.TokenBucket(1000, limit.PerHour(1)).Named("tb")
-			if _, err := s.AllowN(context.Background(), "other", p, 0); err != nil { // a connection made
-				t.Fatal(err)
-			}
+			s, p, _ := coldAskStore(t, c, "b:", redislimit.Options{AllowanceLease: time.Second, MaxBatch: tc.maxBatch})
 			thaw := giveUpOnFrozen(t, srv, s, "k", p, 1) // the key's first decision asks for a lease
 			defer thaw()
 			left := time.Now()
