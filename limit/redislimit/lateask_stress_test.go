@@ -21,17 +21,19 @@ import (
 // TestColdLeaseAsksUnderHostileDeadlines: callers that give up at random,
 // most within a few milliseconds, on a server frozen (SIGSTOP) again and
 // again, so that calls are queued, batched, on the wire and answered
-// after their callers left in every order. Three stores share the keys,
-// two batched and one sending alone, all with cold leases. After the run
-// every Close returns, no store holds a lease place or a lease, and no key
-// admitted more than Redis counts as spent (the fake clock runs ten times
-// as fast as real time, half a minute in all: the token bucket refills a
-// unit an hour, and the fixed window's hour does not end). What callers
-// that left lost is only ever counted as spent, never admitted.
+// after their callers left in every order. Three stores, two batched and
+// one sending alone, with cold leases, share 64 cold keys (token buckets
+// and GCRA) and a hot one (a fixed window). After the run every Close
+// returns, no store holds a lease place or a lease, and no key admitted
+// more than Redis counts as spent (the fake clock runs ten times as fast
+// as real time, half a minute in all: the buckets refill a unit an hour,
+// and the window's hour does not end). What callers that left lost is
+// only ever counted as spent, never admitted.
 func TestColdLeaseAsksUnderHostileDeadlines(t *testing.T) {
 	srv := redistest.StartServer(t)
 	clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
 	p := limit.TokenBucket(300, limit.PerHour(1)).Named("tb")
+	gp := limit.GCRA(limit.PerHour(1), 300).Named("gcra") // the odd keys'
 	var stores []*redislimit.Store
 	for i, maxBatch := range []int{0, 0, 1} {
 		c := redis.NewClient(&redis.Options{Addr: srv.Addr()}) // go-redis's defaults
@@ -87,8 +89,11 @@ func TestColdLeaseAsksUnderHostileDeadlines(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(g), 3))
 			for time.Now().Before(end) {
 				k, key, pol := rng.IntN(keys), "", p
-				if rng.IntN(4) == 0 {
+				switch {
+				case rng.IntN(4) == 0:
 					k, pol = keys, hp
+				case k%2 == 1:
+					pol = gp
 				}
 				key = keyName(k, keys)
 				s := stores[rng.IntN(len(stores))]
@@ -141,8 +146,11 @@ func TestColdLeaseAsksUnderHostileDeadlines(t *testing.T) {
 	total := int64(0)
 	for k := range keys + 1 {
 		pol := p
-		if k == keys {
+		switch {
+		case k == keys:
 			pol = hp
+		case k%2 == 1:
+			pol = gp
 		}
 		n := admitted[k].Load()
 		total += n
