@@ -104,6 +104,13 @@ func (b *batcher) drain() {
 	}
 }
 
+// abandon drops p for its caller, who leaves, unless a batch has taken it,
+// and reports whether one has: p is on the wire. A p that a batch dropped
+// (take), its context ended, was never sent.
+func (p *pending) abandon() (sent bool) {
+	return !p.state.CompareAndSwap(queued, dropped) && p.state.Load() == taken
+}
+
 // take keeps the calls of batch that are still wanted, marking them taken,
 // and drops those whose callers left or whose contexts have ended: they
 // are never sent.
@@ -196,8 +203,7 @@ func (s *Store) allowBatched(ctx context.Context, r limit.Request, u policyUnits
 		if testHookCallerLeft != nil {
 			testHookCallerLeft(s, func() bool { return p.state.Load() == queued })
 		}
-		if p.state.CompareAndSwap(queued, dropped) || p.state.Load() == dropped ||
-			late == nil || !s.lent.reserveLate() {
+		if !p.abandon() || late == nil || !s.lent.reserveLate() {
 			return limit.Decision{}, lendGrant{}, false, ctx.Err()
 		}
 		// On the wire: its answer goes to late, if it comes in time.

@@ -378,14 +378,14 @@ func SetColdRenewedHookForTest(t testing.TB, f func(granted int64, err error) er
 // back (once, however often it is called).
 func (s *Store) HoldColdRenewalPlacesForTest() (n int, release func()) {
 	slots := s.lent.coldLeases.slots
+fill:
 	for {
 		select {
 		case slots <- struct{}{}:
 			n++
-			continue
 		default:
+			break fill
 		}
-		break
 	}
 	var once sync.Once
 	return n, func() {

@@ -58,8 +58,8 @@ func TestColdLeaseAsksUnderHostileDeadlines(t *testing.T) {
 	var gaveUp, answered atomic.Int64
 
 	stop := make(chan struct{})
-	var freezer sync.WaitGroup
-	freezer.Go(func() { // freezes of 0–15 ms, 5–20 ms apart
+	var background sync.WaitGroup
+	background.Go(func() { // freezes of 0–15 ms, 5–20 ms apart
 		rng := rand.New(rand.NewPCG(1, 2))
 		for {
 			select {
@@ -72,7 +72,7 @@ func TestColdLeaseAsksUnderHostileDeadlines(t *testing.T) {
 			srv.Thaw(t)
 		}
 	})
-	freezer.Go(func() { // the fake clock 10 times as fast as real time: keys warm, leases end
+	background.Go(func() { // the fake clock 10 times as fast as real time: keys warm, leases end
 		for {
 			select {
 			case <-stop:
@@ -118,7 +118,7 @@ func TestColdLeaseAsksUnderHostileDeadlines(t *testing.T) {
 	}
 	callers.Wait()
 	close(stop)
-	freezer.Wait()
+	background.Wait()
 	srv.Thaw(t)
 	if gaveUp.Load() == 0 || answered.Load() == 0 {
 		t.Fatalf("%d decisions answered and %d given up: the run did not mix the two", answered.Load(), gaveUp.Load())
