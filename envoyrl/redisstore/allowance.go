@@ -123,6 +123,10 @@ type lender struct {
 	stop     chan struct{}
 	swept    chan struct{}
 	back     chan struct{} // closed once close has given every allowance back
+	// ended ends every script call of the lender (takes, give-backs) once
+	// close's context has ended, so that Close returns by it.
+	ended  context.Context
+	endAll context.CancelFunc
 
 	local, takes, remote, lent, returned, forfeited atomic.Uint64
 }
@@ -173,6 +177,7 @@ func newLender(s *Store, o Options) *lender {
 		swept:  make(chan struct{}),
 		back:   make(chan struct{}),
 	}
+	l.ended, l.endAll = context.WithCancel(context.Background())
 	if l.period <= 0 {
 		l.period = defaultAllowancePeriod
 	}
@@ -509,19 +514,22 @@ func (l *lender) take(ctx context.Context, sh *lendShard, se *series, c *envoyrl
 }
 
 // call runs the take script, bounded by ctx or, without a deadline, by
-// batchTimeout.
+// batchTimeout, whatever the client's options (see bounded).
 func (l *lender) call(ctx context.Context, key, ledger string, need, want uint64, c *envoyrl.Counter) (g, top uint64, holders, seq int64, err error) {
+	d := time.Duration(-1)
 	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, batchTimeout)
-		defer cancel()
+		d = batchTimeout
 	}
+	ctx, cancel := l.bound(ctx, d)
+	defer cancel()
 	ttl := c.TTL.Milliseconds()
 	if j := l.s.jitter; j > 0 {
 		ttl = jittered(ttl, j)
 	}
-	vals, err := takeScript.Run(ctx, l.s.client, []string{key, ledger},
-		need, want, c.Limit, max(ttl, 1), l.holder).Int64Slice()
+	vals, err := bounded(ctx, func(ctx context.Context) ([]int64, error) {
+		return takeScript.Run(ctx, l.s.client, []string{key, ledger},
+			need, want, c.Limit, max(ttl, 1), l.holder).Int64Slice()
+	})
 	if err != nil {
 		return 0, 0, 0, 0, err
 	}
@@ -654,10 +662,12 @@ var testHookCoolGiveBack func()
 // giveBack returns one lease's unspent units and reports how many Redis
 // took back; what it does not take back is forfeited.
 func (l *lender) giveBack(ctx context.Context, b lease) uint64 {
-	ctx, cancel := context.WithTimeout(ctx, batchTimeout)
+	ctx, cancel := l.bound(ctx, batchTimeout)
 	defer cancel()
-	n, err := returnScript.Run(ctx, l.s.client, []string{b.key, b.ledger},
-		b.left, b.seq, l.holder, b.end*1000).Int64()
+	n, err := bounded(ctx, func(ctx context.Context) (int64, error) {
+		return returnScript.Run(ctx, l.s.client, []string{b.key, b.ledger},
+			b.left, b.seq, l.holder, b.end*1000).Int64()
+	})
 	if err != nil || n < 0 {
 		n = 0
 	}
@@ -676,6 +686,10 @@ func (l *lender) close(ctx context.Context) {
 		return
 	}
 	defer close(l.back)
+	// Once ctx ends, so do the takes in flight and the sweeper's
+	// give-backs: Close returns by it, and what they would have taken in
+	// or given back stays lent until its window ends.
+	defer context.AfterFunc(ctx, l.endAll)()
 	close(l.stop)
 	<-l.swept
 	// A decision reads its shard's closed under the shard's lock and
@@ -714,4 +728,44 @@ func (s *Store) AllowanceStats() AllowanceStats {
 		return AllowanceStats{}
 	}
 	return s.lend.stats()
+}
+
+// bound is ctx bounded by d (none when d < 0) and by the end of close's
+// context (ended).
+func (l *lender) bound(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	var cancel context.CancelFunc
+	if d >= 0 {
+		ctx, cancel = context.WithTimeout(ctx, d)
+	} else {
+		ctx, cancel = context.WithCancel(ctx)
+	}
+	stop := context.AfterFunc(l.ended, cancel)
+	return ctx, func() { stop(); cancel() }
+}
+
+// bounded runs call and returns by ctx's end, whatever the client's
+// options: go-redis ends a read blocked on a server that does not answer
+// by its ReadTimeout alone, unless ContextTimeoutEnabled. The call then
+// goes on on its own goroutine until the client ends it, and its answer is
+// dropped: what it took or gave back is settled as for a failed call.
+func bounded[T any](ctx context.Context, call func(context.Context) (T, error)) (T, error) {
+	if ctx.Done() == nil {
+		return call(ctx)
+	}
+	type answer struct {
+		v   T
+		err error
+	}
+	ch := make(chan answer, 1)
+	go func() {
+		v, err := call(ctx)
+		ch <- answer{v, err}
+	}()
+	select {
+	case a := <-ch:
+		return a.v, a.err
+	case <-ctx.Done():
+		var zero T
+		return zero, ctx.Err()
+	}
 }

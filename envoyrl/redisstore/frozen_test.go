@@ -87,3 +87,51 @@ func TestGivenUpAddsAreNotCounted(t *testing.T) {
 		t.Fatalf("counter at %d after 200 Adds that gave up; want at most 4 (the batches in flight)", last)
 	}
 }
+
+// TestFrozenServerBoundsAllowances: with LocalAllowance, on a frozen server
+// and a client with go-redis's default options, an Add that needs a take
+// returns by its deadline, and Close by its own bound (2 s), with the take
+// and the give-backs on the wire; neither waits for the client's read
+// timeout (5 s each before 2026-12-06).
+func TestFrozenServerBoundsAllowances(t *testing.T) {
+	srv := redistest.StartServer(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { c.Close() })
+	st := redisstore.New(c, redisstore.Options{LocalAllowance: true})
+	t.Cleanup(func() { st.Close() })
+	key := uuid.NewString()
+	end := time.Now().Truncate(time.Hour).Add(time.Hour).Unix()
+	counter := func(hits uint64) []envoyrl.Counter {
+		return []envoyrl.Counter{{Key: key, Hits: hits, Limit: 1_000_000, End: end, TTL: time.Hour}}
+	}
+	for range 2000 { // hot: the store takes an allowance
+		if err := st.Add(context.Background(), counter(1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held := st.HeldForTest(key)
+	if held == 0 {
+		t.Fatalf("no allowance after 2000 hits: %+v", st.AllowanceStats())
+	}
+	srv.Freeze(t)
+	defer srv.Thaw(t)
+	const d = 300 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	began := time.Now()
+	err := st.Add(ctx, counter(held+10)) // more than held: a take
+	took := time.Since(began)
+	if !errors.Is(err, context.DeadlineExceeded) || took > d+1200*time.Millisecond {
+		t.Errorf("an Add that needs a take, with a %v deadline on a frozen server: %v after %v", d, err, took)
+	}
+	began = time.Now()
+	st.Close()
+	took = time.Since(began)
+	t.Logf("Close on a frozen server holding %d units: %v", held, took)
+	if took > 2*time.Second+1200*time.Millisecond {
+		t.Errorf("Close on a frozen server took %v, over its bound of 2s", took)
+	}
+	if st := st.AllowanceStats(); st.Returned != 0 {
+		t.Errorf("%d units returned to a frozen server", st.Returned)
+	}
+}

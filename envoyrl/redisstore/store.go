@@ -25,7 +25,9 @@
 // With Options.LocalAllowance, a counter decided often at a store takes
 // several of its window's units in one call and spends them locally; the
 // counter includes them, so what all stores admit in a window stays within
-// the limit (DESIGN-allowances.md).
+// the limit (DESIGN-allowances.md). Its takes return by their context's
+// end too, and Close by its bound, whatever the client's timeouts; a take
+// or give-back still on the wire then is settled as a failed one.
 package redisstore
 
 import (
