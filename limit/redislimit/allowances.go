@@ -151,6 +151,11 @@ type allowances struct {
 	closed     atomic.Bool
 	nudge      chan *allowance // records whose remainder ran low
 	stop       chan struct{}
+	// abandon ends the background calls and waits (renewals, answers
+	// awaited for callers that left: see bounded) once Close's context
+	// has ended, so that Close returns by it.
+	abandoned context.Context
+	abandon   context.CancelFunc
 
 	// The renewal goroutine runs while the store has allowances.
 	runMu   sync.Mutex
@@ -412,6 +417,7 @@ func newAllowances(s *Store, lease time.Duration, max int) *allowances {
 		lease: lease, period: lease / 2, max: int64(max), nudge: make(chan *allowance, nudgeQueue),
 		stop: make(chan struct{}), anchor: time.Now(), seed: maphash.MakeSeed()}
 	a.anchorNs = a.anchor.UnixNano()
+	a.abandoned, a.abandon = context.WithCancel(context.Background())
 	if s.clock == nil {
 		// With Options.Clock the scripts decide at the clock's µs, and the
 		// tests that set one count on spends dated as they were made.
@@ -1036,7 +1042,7 @@ func (a *allowances) take(ctx context.Context, r *allowance, req call, now time.
 	)
 	in := make(chan struct{})
 	go func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(a.lease, time.Second))
+		cctx, cancel := a.bounded(context.WithoutCancel(ctx), max(a.lease, time.Second))
 		res, err := a.s.lend(cctx, r.key, r.p, req.lendRequest)
 		cancel()
 		r.mu.Lock()
@@ -1198,7 +1204,7 @@ func (a *allowances) renew(r *allowance) {
 	// A renewal answered late is still good (its deadline counts from its
 	// sending); one not answered strands what it was granted until the
 	// lease ends.
-	ctx, cancel := context.WithTimeout(context.Background(), max(a.lease, time.Second))
+	ctx, cancel := a.bounded(context.Background(), max(a.lease, time.Second))
 	res, err := a.call(ctx, r, req)
 	cancel()
 	if err != nil {
@@ -1333,7 +1339,7 @@ func (a *allowances) run() {
 				// meanwhile finds it and waits for the give-back (see
 				// decide), where, sent to Redis at once, it would be
 				// refused for the units on their way back.
-				ctx, cancel := context.WithTimeout(context.Background(), a.period)
+				ctx, cancel := a.bounded(context.Background(), a.period)
 				_ = a.giveBack(ctx, r) // on failure the lease ends in Redis on its own
 				cancel()
 				a.remove(r)
@@ -1348,6 +1354,14 @@ func (a *allowances) run() {
 	}
 }
 
+// bounded is context.WithTimeout(parent, d) for a call or wait of the
+// store's background, ended too when Close's context ends (abandoned).
+func (a *allowances) bounded(parent context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(parent, d)
+	stop := context.AfterFunc(a.abandoned, cancel)
+	return ctx, func() { stop(); cancel() }
+}
+
 // cold reports whether r's key has had no decision for a period.
 func (a *allowances) cold(r *allowance) bool {
 	r.mu.Lock() // changes nothing: fast decisions go on
@@ -1360,6 +1374,10 @@ func (a *allowances) close(ctx context.Context) error {
 	if a.closed.Swap(true) {
 		return nil
 	}
+	// Once ctx ends, so does the background's every wait: Close returns
+	// by ctx, and what those calls would have taken in or given back is
+	// left to end in Redis, as is what ctx leaves unreturned.
+	defer context.AfterFunc(ctx, a.abandon)()
 	close(a.stop)
 	a.wg.Wait()
 	// The allowances stay in the records until they are given back: a

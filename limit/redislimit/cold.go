@@ -516,7 +516,7 @@ func (a *allowances) renewColdEarly(c *coldLease, now time.Time) (ask lendAsk, s
 func (a *allowances) renewCold(c *coldLease, ask lendAsk) {
 	defer func() { <-a.coldLeases.slots }()
 	sent := a.now()
-	ctx, cancel := context.WithTimeout(context.Background(), a.lateFor())
+	ctx, cancel := a.bounded(context.Background(), a.lateFor())
 	dec, g, err := a.s.allowFast(ctx, limit.Request{Key: c.key(), Policy: *c.p}, ask)
 	cancel()
 	if testHookColdRenewed != nil {
@@ -677,8 +677,8 @@ func (a *allowances) lateFor() time.Duration { return max(a.period, time.Second)
 
 // awaitLate waits for done, the answer to a call whose caller left, for
 // lateFor at most, whatever the client's timeouts (a client without a read
-// timeout on a frozen server would wait for ever, and Close with it); it
-// reports whether the answer came.
+// timeout on a frozen server would wait for ever, and Close with it), and
+// no longer than Close's context; it reports whether the answer came.
 func (a *allowances) awaitLate(done <-chan struct{}) bool {
 	t := time.NewTimer(a.lateFor())
 	defer t.Stop()
@@ -686,6 +686,8 @@ func (a *allowances) awaitLate(done <-chan struct{}) bool {
 	case <-done:
 		return true
 	case <-t.C:
+		return false
+	case <-a.abandoned.Done():
 		return false
 	}
 }

@@ -84,6 +84,11 @@
 // go-redis ends the read at the caller's deadline, and the lease then stays
 // lent in Redis until its end.
 //
+// Close returns by its context too: once that ends, so do the store's
+// background calls and waits (renewals, takes whose callers left, answers
+// awaited), and what they would have taken in or given back stays lent in
+// Redis until its lease ends.
+//
 // # Time
 //
 // The script reads the Redis server's clock (TIME). The application

@@ -651,9 +651,11 @@ func (s *Store) dropAllowances(ctx context.Context, reqs []limit.Request) error 
 
 // Close gives back every unit this store holds under Options.LocalAllowance
 // and stops its background work; decisions after Close take the one-trip
-// path. Without LocalAllowance it does nothing. Units it could not give
-// back (ctx ended, Redis unreachable) count as spent when their lease ends.
-// It does not close the client.
+// path. Without LocalAllowance it does nothing. It returns by ctx's end,
+// whatever the client's options: the renewals and the waits for answers in
+// flight end with ctx too. Units it could not give back (ctx ended, Redis
+// unreachable) count as spent when their lease ends. It does not close the
+// client.
 func (s *Store) Close(ctx context.Context) error {
 	if s.lent == nil {
 		return nil
