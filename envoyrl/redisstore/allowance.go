@@ -516,12 +516,13 @@ func (l *lender) take(ctx context.Context, sh *lendShard, se *series, c *envoyrl
 // call runs the take script, bounded by ctx or, without a deadline, by
 // batchTimeout, whatever the client's options (see bounded).
 func (l *lender) call(ctx context.Context, key, ledger string, need, want uint64, c *envoyrl.Counter) (g, top uint64, holders, seq int64, err error) {
-	d := time.Duration(-1)
 	if _, ok := ctx.Deadline(); !ok {
-		d = batchTimeout
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, batchTimeout)
+		defer cancel()
 	}
-	ctx, cancel := l.bound(ctx, d)
-	defer cancel()
+	ctx, unbind := l.bound(ctx)
+	defer unbind()
 	ttl := c.TTL.Milliseconds()
 	if j := l.s.jitter; j > 0 {
 		ttl = jittered(ttl, j)
@@ -662,8 +663,10 @@ var testHookCoolGiveBack func()
 // giveBack returns one lease's unspent units and reports how many Redis
 // took back; what it does not take back is forfeited.
 func (l *lender) giveBack(ctx context.Context, b lease) uint64 {
-	ctx, cancel := l.bound(ctx, batchTimeout)
+	ctx, cancel := context.WithTimeout(ctx, batchTimeout)
 	defer cancel()
+	ctx, unbind := l.bound(ctx)
+	defer unbind()
 	n, err := bounded(ctx, func(ctx context.Context) (int64, error) {
 		return returnScript.Run(ctx, l.s.client, []string{b.key, b.ledger},
 			b.left, b.seq, l.holder, b.end*1000).Int64()
@@ -730,42 +733,9 @@ func (s *Store) AllowanceStats() AllowanceStats {
 	return s.lend.stats()
 }
 
-// bound is ctx bounded by d (none when d < 0) and by the end of close's
-// context (ended).
-func (l *lender) bound(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	var cancel context.CancelFunc
-	if d >= 0 {
-		ctx, cancel = context.WithTimeout(ctx, d)
-	} else {
-		ctx, cancel = context.WithCancel(ctx)
-	}
+// bound is ctx, ended also once close's context ends (ended).
+func (l *lender) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(l.ended, cancel)
 	return ctx, func() { stop(); cancel() }
-}
-
-// bounded runs call and returns by ctx's end, whatever the client's
-// options: go-redis ends a read blocked on a server that does not answer
-// by its ReadTimeout alone, unless ContextTimeoutEnabled. The call then
-// goes on on its own goroutine until the client ends it, and its answer is
-// dropped: what it took or gave back is settled as for a failed call.
-func bounded[T any](ctx context.Context, call func(context.Context) (T, error)) (T, error) {
-	if ctx.Done() == nil {
-		return call(ctx)
-	}
-	type answer struct {
-		v   T
-		err error
-	}
-	ch := make(chan answer, 1)
-	go func() {
-		v, err := call(ctx)
-		ch <- answer{v, err}
-	}()
-	select {
-	case a := <-ch:
-		return a.v, a.err
-	case <-ctx.Done():
-		var zero T
-		return zero, ctx.Err()
-	}
 }

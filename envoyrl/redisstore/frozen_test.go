@@ -88,17 +88,29 @@ func TestGivenUpAddsAreNotCounted(t *testing.T) {
 	}
 }
 
-// TestFrozenServerBoundsAllowances: with LocalAllowance, on a frozen server
-// and a client with go-redis's default options, an Add that needs a take
-// returns by its deadline, and Close by its own bound (2 s), with the take
-// and the give-backs on the wire; neither waits for the client's read
-// timeout (5 s each before 2026-12-06).
+// TestFrozenServerBoundsAllowances: with LocalAllowance, on a frozen server,
+// an Add that needs a take returns by its deadline, and Close by its own
+// bound (2 s), with the take and the give-backs on the wire; neither waits
+// for the client's read timeout (5 s each before 2026-12-06, with
+// go-redis's default options), nor for ever on a client without one.
 func TestFrozenServerBoundsAllowances(t *testing.T) {
-	srv := redistest.StartServer(t)
-	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	t.Cleanup(func() { c.Close() })
-	st := redisstore.New(c, redisstore.Options{LocalAllowance: true})
-	t.Cleanup(func() { st.Close() })
+	for name, opts := range map[string]redis.Options{
+		"client defaults": {},
+		"no read timeout": {ReadTimeout: -1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			srv := redistest.StartServer(t)
+			opts.Addr = srv.Addr()
+			c := redis.NewClient(&opts)
+			t.Cleanup(func() { c.Close() })
+			st := redisstore.New(c, redisstore.Options{LocalAllowance: true})
+			t.Cleanup(func() { st.Close() })
+			frozenAllowances(t, srv, st)
+		})
+	}
+}
+
+func frozenAllowances(t *testing.T, srv *redistest.Server, st *redisstore.Store) {
 	key := uuid.NewString()
 	end := time.Now().Truncate(time.Hour).Add(time.Hour).Unix()
 	counter := func(hits uint64) []envoyrl.Counter {

@@ -291,18 +291,42 @@ func (s *Store) getPlain(ctx context.Context, counters []envoyrl.Counter) error 
 	// does not find its slice written to later.
 	own := make([]envoyrl.Counter, len(counters))
 	copy(own, counters)
-	done := make(chan error, 1)
-	go func() { done <- s.get(ctx, own) }()
-	select {
-	case err := <-done:
-		if err == nil {
-			for i := range counters {
-				counters[i].Count = own[i].Count
-			}
-		}
+	_, err := bounded(ctx, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, s.get(ctx, own)
+	})
+	if err != nil {
 		return err
+	}
+	for i := range counters {
+		counters[i].Count = own[i].Count
+	}
+	return nil
+}
+
+// bounded runs call and returns by ctx's end, whatever the client's
+// options: go-redis ends a read blocked on a server that does not answer
+// by its ReadTimeout alone, unless ContextTimeoutEnabled. The call then
+// goes on on its own goroutine until the client ends it, and its answer is
+// dropped: what it read, took or gave back is settled as for a failed call.
+func bounded[T any](ctx context.Context, call func(context.Context) (T, error)) (T, error) {
+	if ctx.Done() == nil {
+		return call(ctx)
+	}
+	type answer struct {
+		v   T
+		err error
+	}
+	ch := make(chan answer, 1)
+	go func() {
+		v, err := call(ctx)
+		ch <- answer{v, err}
+	}()
+	select {
+	case a := <-ch:
+		return a.v, a.err
 	case <-ctx.Done():
-		return ctx.Err()
+		var zero T
+		return zero, ctx.Err()
 	}
 }
 

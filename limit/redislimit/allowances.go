@@ -1339,8 +1339,8 @@ func (a *allowances) run() {
 				// meanwhile finds it and waits for the give-back (see
 				// decide), where, sent to Redis at once, it would be
 				// refused for the units on their way back. Bounded as an
-				// answer awaited is: half a lease (50 ms for a test's
-				// 100-ms lease) lost the units to a loaded machine.
+				// awaited answer is, at least a second: half of a short
+				// lease is too little time on a loaded machine.
 				ctx, cancel := a.bounded(context.Background(), a.lateFor())
 				_ = a.giveBack(ctx, r) // on failure the lease ends in Redis on its own
 				cancel()
