@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"runtime"
+	"runtime/metrics"
 	"runtime/pprof"
 	"runtime/trace"
 	"strconv"
@@ -101,6 +102,10 @@ type hotResult struct {
 	// threads (involuntary context switches) in the measured time: each can
 	// stretch the decision that thread was making by a time slice.
 	Preempted int64 `json:"preempted"`
+	// GCCycles and GCCPUSeconds are the garbage collections this process
+	// ended in the measured time and the CPU they took (runtime/metrics).
+	GCCycles     int64   `json:"gc_cycles"`
+	GCCPUSeconds float64 `json:"gc_cpu_seconds"`
 }
 
 // Latency histogram: 32 buckets per power of two of nanoseconds.
@@ -259,6 +264,7 @@ func hotWork(cfg hotConfig) (*hotResult, error) {
 	cold := make([]atomic.Int64, cfg.Keys)
 	var cpu [2]float64 // at from and at end
 	var preempt [2]int64
+	var gcs [2]gcStat
 	var storeDelta map[string]int64
 	cpuDone := make(chan struct{})
 	go func() {
@@ -266,9 +272,11 @@ func hotWork(cfg hotConfig) (*hotResult, error) {
 		time.Sleep(time.Until(from))
 		stopProfile := startProfile(cfg)
 		cpu[0], preempt[0], _ = procCPU()
+		gcs[0] = readGC()
 		st0 := storeStats(store)
 		time.Sleep(time.Until(end))
 		cpu[1], preempt[1], _ = procCPU()
+		gcs[1] = readGC()
 		st1 := storeStats(store)
 		stopProfile()
 		for k, v := range st1 {
@@ -361,6 +369,8 @@ func hotWork(cfg hotConfig) (*hotResult, error) {
 	<-cpuDone
 	res.CPUSeconds = cpu[1] - cpu[0]
 	res.Preempted = preempt[1] - preempt[0]
+	res.GCCycles = int64(gcs[1].cycles - gcs[0].cycles)
+	res.GCCPUSeconds = gcs[1].cpu - gcs[0].cpu
 	res.StoreStats = storeDelta
 	for _, cc := range counts {
 		res.Decisions += cc.decisions
@@ -471,6 +481,26 @@ func startTrace(path string, d time.Duration) {
 		trace.Stop()
 		f.Close()
 	}()
+}
+
+// gcStat is the garbage collector's work so far: cycles ended and the
+// CPU seconds it took.
+type gcStat struct {
+	cycles uint64
+	cpu    float64
+}
+
+func readGC() gcStat {
+	ms := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}, {Name: "/cpu/classes/gc/total:cpu-seconds"}}
+	metrics.Read(ms)
+	var g gcStat
+	if ms[0].Value.Kind() == metrics.KindUint64 {
+		g.cycles = ms[0].Value.Uint64()
+	}
+	if ms[1].Value.Kind() == metrics.KindFloat64 {
+		g.cpu = ms[1].Value.Float64()
+	}
+	return g
 }
 
 // procCPU is this process's user and system CPU time in seconds, and its

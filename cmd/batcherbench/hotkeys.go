@@ -77,6 +77,8 @@ type hotRun struct {
 	commands              int64         // Redis commands in the measured time; -1 unknown
 	cpu                   float64       // workers' CPU seconds, measured time
 	preempted             int64         // workers' involuntary context switches, measured time
+	gcCycles              int64         // workers' garbage collections, measured time
+	gcCPU                 float64       // the CPU seconds they took
 	redisCPU              float64       // redis-server's CPU seconds, measured time; NaN unknown
 	closeErr              string
 	stats                 map[string]int64 // the stores' AllowanceStats over the measured time, summed
@@ -246,6 +248,8 @@ func runHotWorkers(ctx context.Context, c *redis.Client, redisPid int, cfgs []ho
 		}
 		run.cpu += r.CPUSeconds
 		run.preempted += r.Preempted
+		run.gcCycles += r.GCCycles
+		run.gcCPU += r.GCCPUSeconds
 		for k, v := range r.StoreStats {
 			if run.stats == nil {
 				run.stats = map[string]int64{}
@@ -568,10 +572,11 @@ func (b *bench) hotRows(hp hotPlan, alg limit.Algorithm, cfg hotConfig, runs map
 		Values: map[string]float64{"on_p99_us": us(p99on), "on_hot_p99_us": us(histQuantile(on.hotLat, 0.99)), "on_over_50us": histAbove(on.lat, 50_000),
 			"off_p99_us": us(p99off), "memory_p99_us": us(p99mem), "memory_one_p99_us": us(p99mem1), "memory_over_50us": histAbove(mem.lat, 50_000),
 			"on_preempted_per_s": float64(on.preempted) / on.seconds, "memory_preempted_per_s": float64(mem.preempted) / mem.seconds},
-		Note: fmt.Sprintf("quantiles on / memory in each process: %s; by key: the %d hottest %s, the others %s; decisions over 50 µs (a Redis round trip): on %s, off %s, memory in each process %s; workers' CPU per decision: on %.1f µs, off %.1f µs, memory %.1f µs; workers preempted by the kernel %.0f/s on, %.0f/s memory in each process, %.0f/s in one; redis-server busy %s of a core on, %s off",
+		Note: fmt.Sprintf("quantiles on / memory in each process: %s; by key: the %d hottest %s, the others %s; decisions over 50 µs (a Redis round trip): on %s, off %s, memory in each process %s; workers' CPU per decision: on %.1f µs, off %.1f µs, memory %.1f µs; workers preempted by the kernel %.0f/s on, %.0f/s memory in each process, %.0f/s in one; workers' garbage collections %d on (%.0f ms of CPU), %d memory in each process (%.0f ms); redis-server busy %s of a core on, %s off",
 			quantiles(on.lat, mem.lat), len(cfg.HotLimits), pathQuantiles(on.hotLat, mem.hotLat), pathQuantiles(subHist(on.lat, on.hotLat), subHist(mem.lat, mem.hotLat)),
 			fmtPct(histAbove(on.lat, 50_000)), fmtPct(histAbove(off.lat, 50_000)), fmtPct(histAbove(mem.lat, 50_000)), cpuPer(on), cpuPer(off), cpuPer(mem),
 			float64(on.preempted)/on.seconds, float64(mem.preempted)/mem.seconds, float64(mem1.preempted)/mem1.seconds,
+			on.gcCycles, on.gcCPU*1000, mem.gcCycles, mem.gcCPU*1000,
 			fmtPct(on.redisCPU/on.seconds), fmtPct(off.redisCPU/off.seconds))})
 }
 

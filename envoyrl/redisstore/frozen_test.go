@@ -147,3 +147,101 @@ func frozenAllowances(t *testing.T, srv *redistest.Server, st *redisstore.Store)
 		t.Errorf("%d units returned to a frozen server", st.Returned)
 	}
 }
+
+// TestGivenUpTakeAppliedAfterThaw: a take given up on a frozen server (its
+// Add's deadline ended) that the server runs once thawed is settled as a
+// failed take: the units it lent are lost to the window, never admitted;
+// what the store held before it is still spent. The window is then spent to
+// its end: what the store admitted in all is the limit less exactly what the
+// given-up take lent (the counter's growth while the store was frozen out).
+func TestGivenUpTakeAppliedAfterThaw(t *testing.T) {
+	srv := redistest.StartServer(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { c.Close() })
+	st := redisstore.New(c, redisstore.Options{LocalAllowance: true})
+	t.Cleanup(func() { st.Close() })
+	key := uuid.NewString()
+	const limit = 20_000
+	end := time.Now().Truncate(time.Hour).Add(time.Hour).Unix()
+	var admitted uint64
+	add := func(ctx context.Context, hits uint64) error {
+		cs := []envoyrl.Counter{{Key: key, Hits: hits, Limit: limit, End: end, TTL: time.Hour}}
+		err := st.Add(ctx, cs)
+		if err == nil && cs[0].Count <= limit {
+			admitted += hits
+		}
+		return err
+	}
+	for range 2000 { // hot: the store takes an allowance
+		if err := add(context.Background(), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held := st.HeldForTest(key)
+	if held == 0 {
+		t.Fatalf("no allowance after 2000 hits: %+v", st.AllowanceStats())
+	}
+	before := st.AllowanceStats()
+	atFreeze, err := c.Get(context.Background(), key).Uint64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Freeze(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	err = add(ctx, held+10) // more than held: a take, given up
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		srv.Thaw(t)
+		t.Fatalf("an Add that needs a take on a frozen server: %v; want DeadlineExceeded", err)
+	}
+	srv.Thaw(t)
+	// Wait for the server to run what it was sent while frozen: the counter
+	// stays the same for 300 ms.
+	last, stable := int64(-1), time.Now()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		n, err := c.Get(context.Background(), key).Int64()
+		if err != nil {
+			continue
+		}
+		if n != last {
+			last, stable = n, time.Now()
+		} else if time.Since(stable) > 300*time.Millisecond {
+			break
+		}
+	}
+	lentLate := uint64(last) - atFreeze
+	if last < 0 || lentLate == 0 {
+		t.Fatalf("the counter went from %d to %d over the freeze: the take was not run after the thaw", atFreeze, last)
+	}
+	// Spend the rest of the window: refused 200 times in a row is its end.
+	for refused, i := 0, 0; refused < 200; i++ {
+		if i > 4*limit {
+			t.Fatalf("still admitting after %d hits: %d admitted of %d", i, admitted, limit)
+		}
+		n := admitted
+		if err := add(context.Background(), 1); err != nil {
+			t.Fatal(err)
+		}
+		if admitted == n {
+			refused++
+		} else {
+			refused = 0
+		}
+	}
+	after := st.AllowanceStats()
+	counter, err := c.Get(context.Background(), key).Uint64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("admitted %d of %d; held %d at the freeze; the given-up take lent %d; counter %d; stats before %+v, after %+v",
+		admitted, limit, held, lentLate, counter, before, after)
+	if admitted > limit {
+		t.Fatalf("admitted %d, over the limit of %d", admitted, limit)
+	}
+	if counter < admitted {
+		t.Errorf("the counter (%d) is below what was admitted (%d)", counter, admitted)
+	}
+	if lost := limit - admitted; lost != lentLate {
+		t.Errorf("lost %d units; want exactly the %d the given-up take lent (%d were held before it)", lost, lentLate, held)
+	}
+}
