@@ -22,7 +22,10 @@ import (
 // decision refused: a saturated key). Before the timer starts, the keys
 // are decided until each holds an allowance. The timed decisions must all
 // be answered from the allowances, all but one in 10,000 (the benchmark
-// fails otherwise), and allowed or refused as the case says.
+// fails otherwise), and allowed or refused as the case says. The last case
+// refuses amid cold leases: the store also leases 20,000 other keys cold
+// (Options.ColdLease), as on a skewed mix where the hot keys are few and
+// the cold table large, and the memory store holds those keys too.
 //
 //	go test -run '^$' -bench HotSpend -benchtime 4000000x ./limit/redislimit/
 func BenchmarkHotSpend(b *testing.B) {
@@ -30,15 +33,31 @@ func BenchmarkHotSpend(b *testing.B) {
 	for _, c := range []struct {
 		name string
 		p    limit.Policy
+		amid int // keys leased cold beside the hot ones
 	}{
-		{"allowed", limit.TokenBucket(1_000_000_000, limit.PerSecond(1_000_000_000)).Named("h")},
-		{"refused", limit.TokenBucket(100, limit.PerHour(100)).Named("r")},
+		{"allowed", limit.TokenBucket(1_000_000_000, limit.PerSecond(1_000_000_000)).Named("h"), 0},
+		{"refused", limit.TokenBucket(100, limit.PerHour(100)).Named("r"), 0},
+		{"refused-amid-cold", limit.TokenBucket(100, limit.PerHour(100)).Named("r"), 20_000},
 	} {
-		benchHotSpend(b, srv, c.name, c.p)
+		benchHotSpend(b, srv, c.name, c.p, c.amid)
 	}
 }
 
-func benchHotSpend(b *testing.B, srv *redistest.Server, name string, p limit.Policy) {
+// leaseCold decides amid keys under a policy no key comes near, each a few
+// times: on a store with cold leases, each key's first lease is spent and
+// the next one taken.
+func leaseCold(b *testing.B, s limit.Store, amid int) {
+	cp := limit.TokenBucket(1_000_000_000, limit.PerSecond(1_000_000_000)).Named("c")
+	for i := range amid {
+		for range 8 {
+			if _, err := s.AllowN(context.Background(), "c"+strconv.Itoa(i), cp, 1); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
+
+func benchHotSpend(b *testing.B, srv *redistest.Server, name string, p limit.Policy, amid int) {
 	for _, n := range []int{1, 16} {
 		keys := make([]string, n)
 		for i := range keys {
@@ -54,9 +73,18 @@ func benchHotSpend(b *testing.B, srv *redistest.Server, name string, p limit.Pol
 		}
 		for _, mode := range []string{"hot", "memory"} {
 			b.Run(name+"/"+strconv.Itoa(n)+"/"+mode, func(b *testing.B) {
-				// ColdLease 0: every key here is hot, decided from its allowance.
-				s := coldOrMemory(b, srv.Addr(), mode, 0)
+				// ColdLease 0 unless amid: every key decided here is hot,
+				// decided from its allowance.
+				lease := time.Duration(0)
+				if amid > 0 {
+					lease = 5 * time.Minute
+				}
+				s := coldOrMemory(b, srv.Addr(), mode, lease)
 				rs, _ := s.(*redislimit.Store)
+				leaseCold(b, s, amid)
+				if rs != nil && rs.AllowanceStats().ColdLeases < int64(amid)*9/10 {
+					b.Fatalf("%d keys leased cold of %d", rs.AllowanceStats().ColdLeases, amid)
+				}
 				var allowed atomic.Int64
 				run := func(g, n int) {
 					d := draws[g]
@@ -92,13 +120,12 @@ func benchHotSpend(b *testing.B, srv *redistest.Server, name string, p limit.Pol
 				}
 				wg.Wait()
 				b.StopTimer()
-				if want := int64(b.N / len(draws) * len(draws)); name == "refused" {
-					want = 0
-				} else if got := allowed.Load(); got != want {
-					b.Fatalf("%d of %d decisions allowed, want every one", got, want)
-				}
-				if name == "refused" && allowed.Load() != 0 {
-					b.Fatalf("%d decisions allowed, want none", allowed.Load())
+				refusing := p.Rate.Period == time.Hour // 100 an hour, all spent in the heat
+				switch got, n := allowed.Load(), int64(b.N/len(draws)*len(draws)); {
+				case refusing && got != 0:
+					b.Fatalf("%d decisions allowed, want none", got)
+				case !refusing && got != n:
+					b.Fatalf("%d of %d decisions allowed, want every one", got, n)
 				}
 				if rs != nil {
 					st := rs.AllowanceStats()

@@ -444,13 +444,16 @@ func (s *Store) AllowN(ctx context.Context, key string, p limit.Policy, cost int
 		rkb := s.appendKey(buf[:0], key, p)
 		var r *allowance
 		if a.coldLeases.lease > 0 && bucketLike(p) {
-			sh, h, ok := a.spendCold(rkb, &p, cost, &dec)
+			sh, h, hot, ok := a.spendCold(rkb, &p, cost, &dec)
 			if ok {
 				return dec, nil
 			}
-			var d limit.Decision
-			if r, d, ok, ask = a.getOrSpendCold(ctx, sh, h, rkb, key, p, cost); ok {
-				return d, nil
+			r = hot
+			if r == nil {
+				var d limit.Decision
+				if r, d, ok, ask = a.getOrSpendCold(ctx, sh, h, rkb, key, p, cost); ok {
+					return d, nil
+				}
 			}
 		} else {
 			r = a.get(rkb, key, p)
