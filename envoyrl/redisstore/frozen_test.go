@@ -30,6 +30,25 @@ func frozenStore(t *testing.T, key string) (*redistest.Server, *redis.Client, *r
 	return srv, c, st
 }
 
+// settledCount reads the counter key once a server thawed has applied what
+// it was sent while frozen: when its value has stayed the same for 300 ms
+// (within 10 s); -1 if it could not be read.
+func settledCount(c *redis.Client, key string) int64 {
+	last, stable := int64(-1), time.Now()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		n, err := c.Get(context.Background(), key).Int64()
+		if err != nil {
+			continue
+		}
+		if n != last {
+			last, stable = n, time.Now()
+		} else if time.Since(stable) > 300*time.Millisecond {
+			break
+		}
+	}
+	return last
+}
+
 // TestFrozenServerBoundsAddAndGet: on a frozen server (SIGSTOP) Add and Get
 // return by their deadline, not by the client's read timeout.
 func TestFrozenServerBoundsAddAndGet(t *testing.T) {
@@ -69,20 +88,7 @@ func TestGivenUpAddsAreNotCounted(t *testing.T) {
 		}
 	}
 	srv.Thaw(t)
-	// Read until the count has stayed the same for 300 ms: the server has
-	// applied what it was sent while frozen.
-	last, stable := int64(-1), time.Now()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		n, err := c.Get(context.Background(), key).Int64()
-		if err != nil {
-			continue
-		}
-		if n != last {
-			last, stable = n, time.Now()
-		} else if time.Since(stable) > 300*time.Millisecond {
-			break
-		}
-	}
+	last := settledCount(c, key)
 	if last > 4 {
 		t.Fatalf("counter at %d after 200 Adds that gave up; want at most 4 (the batches in flight)", last)
 	}
@@ -195,20 +201,7 @@ func TestGivenUpTakeAppliedAfterThaw(t *testing.T) {
 		t.Fatalf("an Add that needs a take on a frozen server: %v; want DeadlineExceeded", err)
 	}
 	srv.Thaw(t)
-	// Wait for the server to run what it was sent while frozen: the counter
-	// stays the same for 300 ms.
-	last, stable := int64(-1), time.Now()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		n, err := c.Get(context.Background(), key).Int64()
-		if err != nil {
-			continue
-		}
-		if n != last {
-			last, stable = n, time.Now()
-		} else if time.Since(stable) > 300*time.Millisecond {
-			break
-		}
-	}
+	last := settledCount(c, key)
 	lentLate := uint64(last) - atFreeze
 	if last < 0 || lentLate == 0 {
 		t.Fatalf("the counter went from %d to %d over the freeze: the take was not run after the thaw", atFreeze, last)
