@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"unsafe"
 )
 
 // TestHotTableFindsEachKey builds tables of random sizes whose keys share
@@ -72,5 +73,48 @@ func TestStripesCountEveryAdd(t *testing.T) {
 	}
 	if got := s.load(); got != want {
 		t.Fatalf("sum %d, want %d", got, want)
+	}
+}
+
+// TestStripesApartForSmallStacks starts goroutines that keep the smallest
+// stack, all alive at once, and checks that no two share a stack block:
+// a stripe by 8-KiB block put up to four of them on one line.
+func TestStripesApartForSmallStacks(t *testing.T) {
+	const n = 32
+	blocks := make(chan uint64, n)
+	release := make(chan struct{})
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			var here byte
+			blocks <- stackBlock(unsafe.Pointer(&here))
+			<-release
+		})
+	}
+	seen := make(map[uint64]bool, n)
+	for range n {
+		b := <-blocks
+		if seen[b] {
+			t.Errorf("two live goroutines in stack block %#x", b)
+		}
+		seen[b] = true
+	}
+	close(release)
+	wg.Wait()
+}
+
+// TestStripeOfNeighbours checks that blocks next to each other, as the
+// stacks of goroutines started together mostly are, pick different
+// stripes: any four in a row, over a range of addresses.
+func TestStripeOfNeighbours(t *testing.T) {
+	for b := uint64(0xc000000000 >> stackBlockShift); b < 0xc000000000>>stackBlockShift+1<<16; b++ {
+		s := [4]uint64{stripeOf(b), stripeOf(b + 1), stripeOf(b + 2), stripeOf(b + 3)}
+		for i := range s {
+			for j := i + 1; j < len(s); j++ {
+				if s[i] == s[j] {
+					t.Fatalf("blocks %#x and %#x share stripe %d", b+uint64(i), b+uint64(j), s[i])
+				}
+			}
+		}
 	}
 }

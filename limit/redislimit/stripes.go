@@ -6,7 +6,12 @@ import (
 )
 
 // stripeBits sets how many lines a stripes counter spreads over.
-const stripeBits = 5
+const stripeBits = 6
+
+// stackBlockShift is log2 of the smallest goroutine stack, 2 KiB: every
+// stack is a multiple of it and starts on a multiple of it, so two
+// goroutines' stacks never share a block of that size.
+const stackBlockShift = 11
 
 // stripes is a counter spread over cache lines. An add writes the line
 // picked by the calling goroutine's stack, so that goroutines running at
@@ -21,12 +26,19 @@ type stripes [1 << stripeBits]struct {
 // add adds n to s.
 func (s *stripes) add(n int64) {
 	var here byte
-	// A goroutine's stack is at least 8 KiB, aligned to its size: its
-	// address over 8 KiB tells the goroutines apart. It only picks the
-	// line, so a stack that moved (grown) merely picks another.
-	g := uint64(uintptr(unsafe.Pointer(&here)) >> 13)
-	s[g*0x9e3779b97f4a7c15>>(64-stripeBits)].n.Add(n)
+	s[stripeOf(stackBlock(unsafe.Pointer(&here)))].n.Add(n)
 }
+
+// stackBlock is the 2-KiB block of the stack that holds p, a local
+// variable of the calling goroutine: no two live goroutines share one. (A
+// block of 8 KiB, used before, was shared by up to four goroutines with
+// the smallest stacks, which then wrote one line from two processors.)
+func stackBlock(p unsafe.Pointer) uint64 { return uint64(uintptr(p) >> stackBlockShift) }
+
+// stripeOf picks the stripe of a stack block: Fibonacci hashing, which
+// spreads blocks near each other over different stripes. It only picks
+// the line, so a stack that moved (grown) merely picks another.
+func stripeOf(block uint64) uint64 { return block * 0x9e3779b97f4a7c15 >> (64 - stripeBits) }
 
 // load returns the sum of s.
 func (s *stripes) load() (n int64) {
