@@ -97,14 +97,7 @@ func BenchmarkColdSpendByKeys(b *testing.B) {
 		for i := range keys {
 			keys[i] = "k" + strconv.Itoa(i)
 		}
-		var draws [2][]int32
-		for g := range draws {
-			z := rand.NewZipf(rand.New(rand.NewPCG(uint64(g), 7)), 1.1, 1, uint64(n-1))
-			draws[g] = make([]int32, 1<<22)
-			for i := range draws[g] {
-				draws[g][i] = int32(z.Uint64())
-			}
-		}
+		draws := zipfDraws(n, 2, 1<<22)
 		for _, mode := range []string{"cold", "memory"} {
 			b.Run(strconv.Itoa(n)+"/"+mode, func(b *testing.B) {
 				s := coldOrMemory(b, srv.Addr(), mode, 5*time.Minute)
@@ -162,6 +155,20 @@ func BenchmarkColdSpendByKeys(b *testing.B) {
 	}
 }
 
+// zipfDraws returns streams streams of size indexes below n, drawn
+// Zipf(1.1) ahead of time, so that no draw is timed; stream g is seeded g.
+func zipfDraws(n, streams, size int) [][]int32 {
+	draws := make([][]int32, streams)
+	for g := range draws {
+		z := rand.NewZipf(rand.New(rand.NewPCG(uint64(g), 7)), 1.1, 1, uint64(n-1))
+		draws[g] = make([]int32, size)
+		for i := range draws[g] {
+			draws[g][i] = int32(z.Uint64())
+		}
+	}
+	return draws
+}
+
 // coldOrMemory is a memory store, or a Redis store on addr with local
 // allowances and every decision's key leased cold for lease (any other
 // mode; a lease of 0 leases none, so keys are lent only once hot).
@@ -204,14 +211,7 @@ func BenchmarkColdLatency(b *testing.B) {
 	for i := range keys {
 		keys[i] = "k" + strconv.Itoa(i)
 	}
-	draws := make([][]int32, 8*runtime.GOMAXPROCS(0))
-	for g := range draws {
-		z := rand.NewZipf(rand.New(rand.NewPCG(uint64(g), 7)), 1.1, 1, nkeys-1)
-		draws[g] = make([]int32, 1<<20)
-		for i := range draws[g] {
-			draws[g][i] = int32(z.Uint64())
-		}
-	}
+	draws := zipfDraws(nkeys, 8*runtime.GOMAXPROCS(0), 1<<20)
 	for _, mode := range []string{"cold", "memory"} {
 		b.Run(mode, func(b *testing.B) {
 			s := coldOrMemory(b, srv.Addr(), mode, time.Minute)
