@@ -4,7 +4,9 @@ import (
 	"hash/maphash"
 	"math/rand/v2"
 	"strconv"
+	"sync"
 	"testing"
+	"time"
 )
 
 // TestColdTableMatchesMap runs random puts, deletes, lookups and sweeps on a
@@ -77,4 +79,87 @@ func TestColdTableMatchesMap(t *testing.T) {
 	if tab.n != 0 || tab.slots() != nil {
 		t.Fatalf("emptied table: %d leases, %d slots", tab.n, len(tab.slots()))
 	}
+}
+
+// TestColdTableLookupsDuringResizes looks up, without a lock, keys that
+// stay in the table while a writer grows and shrinks its array under the
+// lock, as the shard's decisions and its lease changes do: every lookup
+// finds its key's lease, so no lookup pairs one array's first slot with
+// another's length. Run with the race detector, it also checks that the
+// lookups read only what is published.
+func TestColdTableLookupsDuringResizes(t *testing.T) {
+	seed := maphash.MakeSeed()
+	var (
+		tab coldTable
+		mu  sync.Mutex
+	)
+	type entry struct {
+		rk string
+		h  uint64
+		c  *coldLease
+	}
+	stay := make([]entry, 8)
+	mu.Lock()
+	for i := range stay {
+		rk := "stay" + strconv.Itoa(i)
+		c := &coldLease{}
+		c.setKey(rk)
+		stay[i] = entry{rk, maphash.String(seed, rk), c}
+		tab.put(stay[i].h, c)
+	}
+	mu.Unlock()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var resizes int
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		rng := rand.New(rand.NewPCG(7, 8))
+		for round := 0; ; round++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			// Up to a few hundred leases in, then all out again: the
+			// array doubles several times, then halves back.
+			n := 1 + rng.IntN(400)
+			mu.Lock()
+			before := len(tab.slots())
+			for i := range n {
+				rk := "r" + strconv.Itoa(i)
+				c := &coldLease{}
+				c.setKey(rk)
+				tab.put(maphash.String(seed, rk), c)
+			}
+			if len(tab.slots()) != before {
+				resizes++
+			}
+			mu.Unlock()
+			for i := range n {
+				rk := "r" + strconv.Itoa(i)
+				mu.Lock()
+				tab.del(maphash.String(seed, rk), rk)
+				mu.Unlock()
+			}
+		}
+	}()
+	deadline := time.Now().Add(time.Second)
+	lookups := 0
+	for time.Now().Before(deadline) {
+		for _, e := range stay {
+			if got := tab.get(e.h, e.rk); got != e.c {
+				close(stop)
+				wg.Wait()
+				t.Fatalf("after %d lookups: get %q = %p, want %p", lookups, e.rk, got, e.c)
+			}
+			lookups++
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if resizes == 0 {
+		t.Fatal("the writer never resized the array: the test checked nothing")
+	}
+	t.Logf("%d lookups during %d growths", lookups, resizes)
 }

@@ -45,6 +45,65 @@ func TestHotTableFindsEachKey(t *testing.T) {
 // TestStripesCountEveryAdd adds from many goroutines at once, each from
 // frames of different depths (a stack that grows moves), and reads the
 // exact sum.
+// TestHeldSkipsKeysNotHot checks allowShard.held through its key bits:
+// every published allowance is found, a key removed is not, and most
+// keys the shard has no allowance for are turned away by the bits alone
+// (a shard holds a few hot keys, and the bits must not be those that
+// picked the shard, which all its keys share).
+func TestHeldSkipsKeysNotHot(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	const shard = uint64(0x5a) << (64 - shardBits)
+	inShard := func() uint64 { return shard | rng.Uint64N(1<<(64-shardBits)) }
+	var sh allowShard
+	sh.recs = map[string]*allowance{}
+	if sh.held(inShard(), []byte("k")) != nil {
+		t.Fatal("a shard with no allowances held one")
+	}
+	for i := range 3 {
+		rk := "k" + strconv.Itoa(i)
+		sh.recs[rk] = &allowance{rk: rk, h: inShard()}
+	}
+	sh.publish()
+	for rk, r := range sh.recs {
+		if got := sh.held(r.h, []byte(rk)); got != r {
+			t.Fatalf("held(%q) = %p, want its allowance %p", rk, got, r)
+		}
+	}
+	seen := uint64(0)
+	skipped := 0
+	const probes = 10000
+	for range probes {
+		h := inShard()
+		seen |= hotBit(h)
+		if sh.hotKeys.Load()&hotBit(h) == 0 {
+			skipped++
+		}
+		if sh.held(h, []byte("absent")) != nil {
+			t.Fatal("held found a key the shard has no allowance for")
+		}
+	}
+	if seen != ^uint64(0) {
+		t.Fatalf("the keys of one shard set bits %#x, want all 64", seen)
+	}
+	if skipped < probes*9/10 {
+		t.Fatalf("%d of %d keys absent from a shard of 3 allowances were skipped by the bits, want 90 %% or more", skipped, probes)
+	}
+	r := sh.recs["k1"]
+	delete(sh.recs, "k1")
+	sh.publish()
+	if sh.held(r.h, []byte("k1")) != nil {
+		t.Fatal("held found an allowance after it left the shard")
+	}
+	for _, o := range sh.recs {
+		if hotBit(o.h) == hotBit(r.h) {
+			return // its bit is another key's as well
+		}
+	}
+	if sh.hotKeys.Load()&hotBit(r.h) != 0 {
+		t.Fatal("the bit of a key that left the shard is still set")
+	}
+}
+
 func TestStripesCountEveryAdd(t *testing.T) {
 	var s stripes
 	var deep func(d int)
