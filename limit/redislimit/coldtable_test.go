@@ -115,7 +115,7 @@ func TestColdTableLookupsDuringResizes(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		rng := rand.New(rand.NewPCG(7, 8))
-		for round := 0; ; round++ {
+		for {
 			select {
 			case <-stop:
 				return
