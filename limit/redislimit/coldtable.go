@@ -1,6 +1,7 @@
 package redislimit
 
 import (
+	"runtime"
 	"sync/atomic"
 	"unsafe"
 )
@@ -46,12 +47,18 @@ const coldTableMin = 16
 
 func coldTag(h uint64) uint64 { return h | 1 }
 
-// slots is the table's array, nil when empty. It needs no lock.
+// slots is the table's array, nil when empty. It needs no lock: a
+// lookup that meets a resize publishing reads again, after yielding its
+// processor, in case the writer's goroutine waits for one.
 func (t *coldTable) slots() []coldSlot {
 	for {
 		v := t.seq.Load()
+		if v&1 != 0 {
+			runtime.Gosched()
+			continue
+		}
 		first, mask := t.first.Load(), t.mask.Load()
-		if v&1 == 0 && t.seq.Load() == v {
+		if t.seq.Load() == v {
 			if first == nil {
 				return nil
 			}
