@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"sync"
 	"testing"
-	"time"
 )
 
 // TestColdTableMatchesMap runs random puts, deletes, lookups and sweeps on a
@@ -108,19 +107,18 @@ func TestColdTableLookupsDuringResizes(t *testing.T) {
 		tab.put(stay[i].h, c)
 	}
 	mu.Unlock()
-	stop := make(chan struct{})
+	// The writer runs a fixed number of rounds, not a stretch of time,
+	// and the lookups go on until it is done.
+	const rounds = 300
+	done := make(chan struct{})
 	var wg sync.WaitGroup
 	var resizes int
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
+		defer close(done)
 		rng := rand.New(rand.NewPCG(7, 8))
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
+		for range rounds {
 			// Up to a few hundred leases in, then all out again: the
 			// array doubles several times, then halves back.
 			n := 1 + rng.IntN(400)
@@ -144,19 +142,21 @@ func TestColdTableLookupsDuringResizes(t *testing.T) {
 			}
 		}
 	}()
-	deadline := time.Now().Add(time.Second)
 	lookups := 0
-	for time.Now().Before(deadline) {
+	for running := true; running; {
+		select {
+		case <-done:
+			running = false
+		default:
+		}
 		for _, e := range stay {
 			if got := tab.get(e.h, e.rk); got != e.c {
-				close(stop)
 				wg.Wait()
 				t.Fatalf("after %d lookups: get %q = %p, want %p", lookups, e.rk, got, e.c)
 			}
 			lookups++
 		}
 	}
-	close(stop)
 	wg.Wait()
 	if resizes == 0 {
 		t.Fatal("the writer never resized the array: the test checked nothing")
