@@ -46,6 +46,12 @@ type hotPlan struct {
 	oneMeasure     time.Duration
 	oneModes       []string      // the one-key case's store modes
 	coldLease      time.Duration // Options.ColdLease of the stores with allowances
+	// p99Pairs is how many times the mix's p99 verdict measures the
+	// stores with allowances and the memory store, one after the other,
+	// in alternating order (on, memory; memory, on; ...), so that a drift
+	// of the machine between two runs weighs on both sides alike. The
+	// verdict compares the p99s of the pooled runs.
+	p99Pairs int
 }
 
 func hotPlanFor(quick bool) hotPlan {
@@ -53,12 +59,13 @@ func hotPlanFor(quick bool) hotPlan {
 		algorithms: []limit.Algorithm{limit.TokenBucketAlgorithm, limit.GCRAAlgorithm, limit.FixedWindowAlgorithm},
 		calibrate:  3 * time.Second, warmup: 30 * time.Second, measure: 10 * time.Second, tick: 50 * time.Millisecond,
 		oneLimit: 1000, oneDemand: 10_000, oneWarmup: 2 * time.Second, oneMeasure: 10 * time.Second,
-		oneModes: []string{modeOff, modeOn}}
+		oneModes: []string{modeOff, modeOn}, p99Pairs: 2}
 	if quick {
 		p.algorithms = p.algorithms[:1]
 		p.calibrate, p.warmup, p.measure = time.Second, 1500*time.Millisecond, 2*time.Second
 		p.oneWarmup, p.oneMeasure = 1500*time.Millisecond, 2*time.Second
 		p.oneModes = []string{modeOn}
+		p.p99Pairs = 1
 	}
 	return p
 }
@@ -389,6 +396,9 @@ func (b *bench) hotkeys(ctx context.Context) {
 	if b.opts.hotWarm > 0 {
 		hp.warmup = b.opts.hotWarm
 	}
+	if b.opts.hotPairs > 0 {
+		hp.p99Pairs = b.opts.hotPairs
+	}
 	if b.opts.hotAlgs != nil {
 		hp.algorithms = nil
 		for _, a := range b.opts.hotAlgs {
@@ -448,8 +458,52 @@ func (b *bench) hotMix(ctx context.Context, hp hotPlan, client *redis.Client, re
 			runs[mode] = r
 			b.logf("hotkeys %s %s: %.0f decisions/s, %.3f commands per decision, p99 %v", alg, mode, r.rate(), r.perDecision(), histQuantile(r.lat, 0.99))
 		}
-		b.hotRows(hp, alg, hp.configs(modeOn, "", alg, limits, coldLimit, hp.warmup, hp.measure)[0], runs, cal)
+		// The p99 verdict's further pairs, each in the order opposite to
+		// the one before it: memory, on; on, memory; ...
+		var more []*hotRun
+		for k := 1; k < hp.p99Pairs; k++ {
+			order := []string{modeMemory, modeOn}
+			if k%2 == 0 {
+				order = []string{modeOn, modeMemory}
+			}
+			for _, mode := range order {
+				b.logf("hotkeys %s: %s, p99 pair %d of %d", alg, mode, k+1, hp.p99Pairs)
+				cfgs := hp.configs(mode, fmt.Sprintf("%s:%s:%s%d:", run, alg, mode, k+1), alg, limits, coldLimit, hp.warmup, hp.measure)
+				r, err := runHotWorkers(ctx, client, redisPid, cfgs)
+				if err != nil {
+					b.rep.add(result{Scenario: "hotkeys", Case: fmt.Sprintf("%s, %s, p99 pair %d", alg, mode, k+1), Status: statusError, Note: err.Error()})
+					return
+				}
+				more = append(more, r)
+				b.logf("hotkeys %s %s: %.0f decisions/s, p99 %v", alg, mode, r.rate(), histQuantile(r.lat, 0.99))
+			}
+		}
+		b.hotRows(hp, alg, hp.configs(modeOn, "", alg, limits, coldLimit, hp.warmup, hp.measure)[0], runs, cal, more...)
 	}
+}
+
+// p99Pairs returns the runs of the p99 verdict's pairs by store: first
+// and mem the first pair's, more the further pairs' runs in the order
+// they ran.
+func p99Pairs(first, mem *hotRun, more []*hotRun) (on, memory []*hotRun) {
+	on, memory = []*hotRun{first}, []*hotRun{mem}
+	for _, r := range more {
+		if r.mode == modeOn {
+			on = append(on, r)
+		} else {
+			memory = append(memory, r)
+		}
+	}
+	return on, memory
+}
+
+// pooledLat sums the latency histograms of runs: all decisions, and those
+// on the hottest keys.
+func pooledLat(runs []*hotRun) (lat, hotLat []int64) {
+	for _, r := range runs {
+		lat, hotLat = addHist(lat, r.lat), addHist(hotLat, r.hotLat)
+	}
+	return lat, hotLat
 }
 
 // hotOneKey runs one key shared by the workers at 10× its limit.
@@ -505,8 +559,12 @@ func (hp hotPlan) oneConfigs(mode, prefix string, alg limit.Algorithm) []hotConf
 	return out
 }
 
-func (b *bench) hotRows(hp hotPlan, alg limit.Algorithm, cfg hotConfig, runs map[string]*hotRun, cal *hotRun) {
+// hotRows reports the mix's runs of one algorithm: runs by mode, and more,
+// the further runs of the p99 verdict's pairs (on and memory, each with its
+// mode), whose on runs are checked for exactness as well.
+func (b *bench) hotRows(hp hotPlan, alg limit.Algorithm, cfg hotConfig, runs map[string]*hotRun, cal *hotRun, more ...*hotRun) {
 	off, on, mem, mem1 := runs[modeOff], runs[modeOn], runs[modeMemory], runs[modeMemoryOne]
+	onPairs, memPairs := p99Pairs(on, mem, more)
 	scen := "hotkeys"
 	what := fmt.Sprintf("%s, %d processes × %d callers, Zipf(%.1f) over %d keys, %d hottest at their limit", alg, hp.procs, hp.callers, hp.zipf, hp.keys, hp.hot)
 	ratio := on.rate() / off.rate()
@@ -527,13 +585,17 @@ func (b *bench) hotRows(hp hotPlan, alg limit.Algorithm, cfg hotConfig, runs map
 		Ours: fmt.Sprintf("%.4f (off %.3f)", cpd, off.perDecision()), Goal: "≤ 0.05", Status: verdict(cpd <= 0.05),
 		Values: map[string]float64{"on": cpd, "off": off.perDecision()},
 		Note:   joinNotes("INFO commandstats over the measured time, commands run by scripts included", statsNote(on))})
-	for _, r := range []*hotRun{off, on} {
+	for i, r := range append([]*hotRun{off}, onPairs...) {
 		ex := checkExact(r, cfg)
 		st := statusMet
 		if ex.violations > 0 || !ex.coldOK || r.errors > 0 {
 			st = statusError // the scenario fails: an over-admission, or decisions that failed
 		}
-		b.rep.add(result{Scenario: scen, Case: fmt.Sprintf("%s, %s: admitted ≤ limit, every key, every span of %v ticks", alg, r.mode, hp.tick), Store: "redis",
+		mode := r.mode
+		if i > 1 {
+			mode = fmt.Sprintf("%s (p99 pair %d)", r.mode, i)
+		}
+		b.rep.add(result{Scenario: scen, Case: fmt.Sprintf("%s, %s: admitted ≤ limit, every key, every span of %v ticks", alg, mode, hp.tick), Store: "redis",
 			Ours: fmt.Sprintf("%d violations over %d limited keys (largest proven excess %d)", ex.violations, ex.keys, max(ex.worst, 0)),
 			Goal: "0 violations", Status: st,
 			Values: map[string]float64{"violations": float64(ex.violations), "spans_over": float64(ex.spans), "keys": float64(ex.keys),
@@ -564,17 +626,39 @@ func (b *bench) hotRows(hp hotPlan, alg limit.Algorithm, cfg hotConfig, runs map
 	// The reference is the memory store at each instance: the same worker
 	// processes and callers, so both face the same time slicing of the
 	// machine's cores; the one-process run shows what that slicing costs.
-	p99on, p99mem, p99off, p99mem1 := histQuantile(on.lat, 0.99), histQuantile(mem.lat, 0.99), histQuantile(off.lat, 0.99), histQuantile(mem1.lat, 0.99)
+	// The verdict pools the pairs' runs of each store; the workers'
+	// counts in the note are the first pair's.
+	onLat, onHot := pooledLat(onPairs)
+	memLat, memHot := pooledLat(memPairs)
+	p99on, p99mem, p99off, p99mem1 := histQuantile(onLat, 0.99), histQuantile(memLat, 0.99), histQuantile(off.lat, 0.99), histQuantile(mem1.lat, 0.99)
+	vals := map[string]float64{"on_p99_us": us(p99on), "on_hot_p99_us": us(histQuantile(onHot, 0.99)), "on_over_50us": histAbove(onLat, 50_000),
+		"off_p99_us": us(p99off), "memory_p99_us": us(p99mem), "memory_one_p99_us": us(p99mem1), "memory_over_50us": histAbove(memLat, 50_000),
+		"on_preempted_per_s": float64(on.preempted) / on.seconds, "memory_preempted_per_s": float64(mem.preempted) / mem.seconds,
+		"pairs": float64(len(onPairs))}
+	pairsNote := ""
+	if len(onPairs) > 1 {
+		var each []string
+		met := 0
+		for k := range onPairs {
+			a, m := histQuantile(onPairs[k].lat, 0.99), histQuantile(memPairs[k].lat, 0.99)
+			if a <= m {
+				met++
+			}
+			vals[fmt.Sprintf("pair%d_ratio", k+1)] = float64(a) / float64(m)
+			each = append(each, fmt.Sprintf("%s / %s", fmtNs(a), fmtNs(m)))
+		}
+		vals["pairs_met"] = float64(met)
+		pairsNote = fmt.Sprintf("p99 of %d pairs of runs pooled, measured on, memory; memory, on; and so on: by pair %s, at or below in %d of %d; the workers' counts below are the first pair's; ",
+			len(onPairs), strings.Join(each, ", "), met, len(onPairs))
+	}
 	b.rep.add(result{Scenario: scen, Case: fmt.Sprintf("%s: p99 decision latency, on", alg), Store: "redis",
-		Ours: fmt.Sprintf("%s (p50 %s; hot keys p99 %s); off %s", fmtDur(p99on), fmtDur(histQuantile(on.lat, 0.5)), fmtDur(histQuantile(on.hotLat, 0.99)), fmtDur(p99off)),
-		Peer: fmt.Sprintf("memory store in each process: %s (p50 %s); in one process: %s", fmtDur(p99mem), fmtDur(histQuantile(mem.lat, 0.5)), fmtDur(p99mem1)),
+		Ours: fmt.Sprintf("%s (p50 %s; hot keys p99 %s); off %s", fmtDur(p99on), fmtDur(histQuantile(onLat, 0.5)), fmtDur(histQuantile(onHot, 0.99)), fmtDur(p99off)),
+		Peer: fmt.Sprintf("memory store in each process: %s (p50 %s); in one process: %s", fmtDur(p99mem), fmtDur(histQuantile(memLat, 0.5)), fmtDur(p99mem1)),
 		Goal: "≤ the memory store's", Status: verdict(p99on <= p99mem),
-		Values: map[string]float64{"on_p99_us": us(p99on), "on_hot_p99_us": us(histQuantile(on.hotLat, 0.99)), "on_over_50us": histAbove(on.lat, 50_000),
-			"off_p99_us": us(p99off), "memory_p99_us": us(p99mem), "memory_one_p99_us": us(p99mem1), "memory_over_50us": histAbove(mem.lat, 50_000),
-			"on_preempted_per_s": float64(on.preempted) / on.seconds, "memory_preempted_per_s": float64(mem.preempted) / mem.seconds},
-		Note: fmt.Sprintf("quantiles on / memory in each process: %s; by key: the %d hottest %s, the others %s; decisions over 50 µs (a Redis round trip): on %s, off %s, memory in each process %s; workers' CPU per decision: on %.1f µs, off %.1f µs, memory %.1f µs; workers preempted by the kernel %.0f/s on, %.0f/s memory in each process, %.0f/s in one; workers' garbage collections %d on (%.0f ms of CPU), %d memory in each process (%.0f ms); redis-server busy %s of a core on, %s off",
-			quantiles(on.lat, mem.lat), len(cfg.HotLimits), pathQuantiles(on.hotLat, mem.hotLat), pathQuantiles(subHist(on.lat, on.hotLat), subHist(mem.lat, mem.hotLat)),
-			fmtPct(histAbove(on.lat, 50_000)), fmtPct(histAbove(off.lat, 50_000)), fmtPct(histAbove(mem.lat, 50_000)), cpuPer(on), cpuPer(off), cpuPer(mem),
+		Values: vals,
+		Note: pairsNote + fmt.Sprintf("quantiles on / memory in each process: %s; by key: the %d hottest %s, the others %s; decisions over 50 µs (a Redis round trip): on %s, off %s, memory in each process %s; workers' CPU per decision: on %.1f µs, off %.1f µs, memory %.1f µs; workers preempted by the kernel %.0f/s on, %.0f/s memory in each process, %.0f/s in one; workers' garbage collections %d on (%.0f ms of CPU), %d memory in each process (%.0f ms); redis-server busy %s of a core on, %s off",
+			quantiles(onLat, memLat), len(cfg.HotLimits), pathQuantiles(onHot, memHot), pathQuantiles(subHist(onLat, onHot), subHist(memLat, memHot)),
+			fmtPct(histAbove(onLat, 50_000)), fmtPct(histAbove(off.lat, 50_000)), fmtPct(histAbove(memLat, 50_000)), cpuPer(on), cpuPer(off), cpuPer(mem),
 			float64(on.preempted)/on.seconds, float64(mem.preempted)/mem.seconds, float64(mem1.preempted)/mem1.seconds,
 			on.gcCycles, on.gcCPU*1000, mem.gcCycles, mem.gcCPU*1000,
 			fmtPct(on.redisCPU/on.seconds), fmtPct(off.redisCPU/off.seconds))})

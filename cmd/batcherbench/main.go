@@ -9,13 +9,16 @@
 //
 //	go run -C cmd/batcherbench . [--quick] [--json] [--scenarios throughput,rate,latency,fair,shared,stall,wipe,scale] [--stores memory,azurite,redis]
 //	go run -C cmd/batcherbench . --scenarios scale [--scale-n 4,16,64,128] [--scale-p 20,100,500] [--scale-steady 20s] [--scale-churn 30s] [--stores ...]
-//	go run -C cmd/batcherbench . --scenarios hotkeys [--hotkeys-redis host:port] [--hotkeys-algorithms token_bucket,gcra,fixed_window] [--hotkeys-keys 100000] [--hotkeys-only mix|onekey]
+//	go run -C cmd/batcherbench . --scenarios hotkeys [--hotkeys-redis host:port] [--hotkeys-algorithms token_bucket,gcra,fixed_window] [--hotkeys-keys 100000] [--hotkeys-only mix|onekey] [--hotkeys-p99-pairs 2]
 //
 // The hotkeys scenario runs keyed limits (limit/redislimit) in worker
 // processes on one Redis, with and without Options.LocalAllowance, beside
 // the memory store (hotkeys.go); it starts its own redis-server unless
 // --hotkeys-redis names one, and fails when any key admitted more than its
-// limit. Without --quick it takes about four minutes and runs when named.
+// limit. Its mix's p99 verdict pools pairs of runs with allowances and
+// with the memory store, measured in alternating order (--hotkeys-p99-pairs,
+// 2 by default), so that the machine's drift between runs weighs on both.
+// Without --quick it takes about 15 minutes and runs when named.
 //
 // Every scenario runs by default, except scale and hotkeys without --quick: scale's whole
 // grid (N instances in one process × P partitions) takes about 13 minutes
@@ -84,6 +87,7 @@ type options struct {
 	hotOnly  string        // "mix" or "onekey": that part of the hotkeys scenario alone; empty: both
 	hotCold  time.Duration // hotkeys: Options.ColdLease of the "on" stores; 0: off
 	hotWarm  time.Duration // hotkeys: the mix's warm-up; 0: the plan's
+	hotPairs int           // hotkeys: the p99 verdict's pairs of runs; 0: the plan's
 }
 
 func main() {
@@ -150,6 +154,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	hotOnly := fs.String("hotkeys-only", "", "hotkeys: run one part only: mix (the Zipf mix) or onekey (one key at 10× its limit); default: both")
 	hotCold := fs.Duration("hotkeys-cold-lease", time.Minute, "hotkeys: redislimit Options.ColdLease of the stores with allowances; 0: hot keys only")
 	hotWarm := fs.Duration("hotkeys-warmup", 0, "hotkeys: the mix's warm-up before each measured run (default 30s: the stores with cold leases reach their steady state; 1.5s with --quick)")
+	hotPairs := fs.Int("hotkeys-p99-pairs", 0, "hotkeys: pairs of runs (allowances on, memory store) the mix's p99 verdict pools, measured in alternating order (default 2; 1 with --quick)")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}
@@ -189,6 +194,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return options{}, fmt.Errorf("--hotkeys-warmup: %v is negative", *hotWarm)
 	}
 	opts.hotCold, opts.hotWarm = *hotCold, *hotWarm
+	if *hotPairs < 0 || *hotPairs > 20 {
+		return options{}, fmt.Errorf("--hotkeys-p99-pairs: %d is not from 1 to 20", *hotPairs)
+	}
+	opts.hotPairs = *hotPairs
 	if *hotAlgs != "" {
 		if opts.hotAlgs, err = pickList(*hotAlgs, []string{"token_bucket", "gcra", "fixed_window"}, "algorithm"); err != nil {
 			return options{}, err

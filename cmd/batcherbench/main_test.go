@@ -94,6 +94,8 @@ func TestBadFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"--scenarios", "everything"},
 		{"--scenarios", "hotkeys", "--hotkeys-only", "zipf"},
+		{"--scenarios", "hotkeys", "--hotkeys-p99-pairs", "21"},
+		{"--scenarios", "hotkeys", "--hotkeys-p99-pairs", "-1"},
 	} {
 		var out, errOut bytes.Buffer
 		if code := run(args, &out, &errOut); code != 2 {
