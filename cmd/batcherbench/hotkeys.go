@@ -482,10 +482,10 @@ func (b *bench) hotMix(ctx context.Context, hp hotPlan, client *redis.Client, re
 	}
 }
 
-// p99Pairs returns the runs of the p99 verdict's pairs by store: first
+// pairRuns returns the runs of the p99 verdict's pairs by store: first
 // and mem the first pair's, more the further pairs' runs in the order
 // they ran.
-func p99Pairs(first, mem *hotRun, more []*hotRun) (on, memory []*hotRun) {
+func pairRuns(first, mem *hotRun, more []*hotRun) (on, memory []*hotRun) {
 	on, memory = []*hotRun{first}, []*hotRun{mem}
 	for _, r := range more {
 		if r.mode == modeOn {
@@ -564,7 +564,7 @@ func (hp hotPlan) oneConfigs(mode, prefix string, alg limit.Algorithm) []hotConf
 // mode), whose on runs are checked for exactness as well.
 func (b *bench) hotRows(hp hotPlan, alg limit.Algorithm, cfg hotConfig, runs map[string]*hotRun, cal *hotRun, more ...*hotRun) {
 	off, on, mem, mem1 := runs[modeOff], runs[modeOn], runs[modeMemory], runs[modeMemoryOne]
-	onPairs, memPairs := p99Pairs(on, mem, more)
+	onPairs, memPairs := pairRuns(on, mem, more)
 	scen := "hotkeys"
 	what := fmt.Sprintf("%s, %d processes × %d callers, Zipf(%.1f) over %d keys, %d hottest at their limit", alg, hp.procs, hp.callers, hp.zipf, hp.keys, hp.hot)
 	ratio := on.rate() / off.rate()
