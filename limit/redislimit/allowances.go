@@ -161,6 +161,8 @@ type allowances struct {
 	runMu   sync.Mutex
 	running bool
 	wg      sync.WaitGroup
+
+	coldDue coldQueue // cold leases a spend found due an early renewal
 }
 
 // allowShard is a part of the allowances, picked by a hash of the key. Its
@@ -458,6 +460,21 @@ func (a *allowances) start() {
 	a.running = true
 	a.wg.Add(1)
 	go a.run()
+}
+
+// stopBackground stops the store's goroutines and waits for them to end;
+// a.closed is set. A goroutine is started under runMu or coldDue.mu, after
+// a look at a.closed, so taking each lock once here orders every start
+// before the wait or after the close.
+func (a *allowances) stopBackground() {
+	a.runMu.Lock()
+	//lint:ignore SA2001 an empty section orders the starts (see above)
+	a.runMu.Unlock()
+	a.coldDue.mu.Lock()
+	//lint:ignore SA2001 an empty section orders the starts (see above)
+	a.coldDue.mu.Unlock()
+	close(a.stop)
+	a.wg.Wait()
 }
 
 // idle stops the renewal goroutine (reporting true) if the store holds no
@@ -1401,8 +1418,7 @@ func (a *allowances) close(ctx context.Context) error {
 	// by ctx, and what those calls would have taken in or given back is
 	// left to end in Redis, as is what ctx leaves unreturned.
 	defer context.AfterFunc(ctx, a.abandon)()
-	close(a.stop)
-	a.wg.Wait()
+	a.stopBackground()
 	// The allowances stay in the records until they are given back: a
 	// decision on one meanwhile spends what it holds, or waits for its
 	// give-back (which holds its lock) and then takes the one-trip path,
@@ -1500,8 +1516,7 @@ var testHookCallerLeft func(s *Store, queued func() bool)
 // process had died, and returns the units held unspent. For tests.
 func (a *allowances) kill() (held int64) {
 	a.closed.Store(true)
-	close(a.stop)
-	a.wg.Wait()
+	a.stopBackground()
 	a.waitColdRenewals()
 	for i := range a.shards {
 		sh := &a.shards[i]

@@ -314,14 +314,126 @@ func (a *allowances) spendColdFast(sh *allowShard, h uint64, rk string, p *limit
 	}
 	a.spentCold(sh, c, p, left, dec)
 	if a.lowCold(c, ns, left) {
-		sh.mu.Lock()
-		ask, start := a.renewColdEarly(c, time.Unix(0, ns))
-		sh.mu.Unlock()
-		if start {
-			go a.renewCold(c, ask)
-		}
+		a.queueCold(c)
 	}
 	return true
+}
+
+// coldQueue holds the cold leases that spends without a lock found due an
+// early renewal, for the goroutine that renews them (renewDueCold). The
+// spend that finds its lease low queues it and returns: the shard's lock,
+// the renewal's checks and the start of its goroutine, about 2 µs in all,
+// are not on that decision's path (DESIGN-allowances.md section 10,
+// "Early renewals off the decision's path").
+type coldQueue struct {
+	mu      sync.Mutex
+	due     []coldDue
+	running bool // renewDueCold runs
+	// pending counts the leases queued whose renewal has not yet started
+	// or been declined (renewDue), for the tests' count of renewals in
+	// flight.
+	pending atomic.Int64
+}
+
+// coldDue is a lease queued for an early renewal, with the renewAt it had.
+type coldDue struct {
+	c       *coldLease
+	renewAt int64
+}
+
+const (
+	// coldDueEvery is how often renewDueCold takes the queue: the most an
+	// early renewal waits to be sent, far less than the quarter of the
+	// lease's units and the eighth of its time that it starts with.
+	coldDueEvery = time.Millisecond
+	// coldDueIdle is how many empty looks renewDueCold takes before it
+	// ends (100 ms): it ticks only while early renewals come.
+	coldDueIdle = 100
+)
+
+// queueCold queues c for an early renewal (lowCold found it due) unless
+// it is queued or renewing: the first spend to swap its renewAt for the
+// largest time queues it, and the decisions after it look for no renewal.
+func (a *allowances) queueCold(c *coldLease) {
+	v := c.renewAt.Load()
+	if v == math.MaxInt64 || !c.renewAt.CompareAndSwap(v, math.MaxInt64) {
+		return
+	}
+	q := &a.coldDue
+	q.mu.Lock()
+	if a.closed.Load() {
+		q.mu.Unlock()
+		return // Close ends the lease
+	}
+	q.due = append(q.due, coldDue{c: c, renewAt: v})
+	q.pending.Add(1)
+	start := !q.running
+	if start {
+		q.running = true
+		a.wg.Add(1)
+	}
+	q.mu.Unlock()
+	if start {
+		go a.renewDueCold()
+	}
+}
+
+// renewDueCold starts the early renewals of the queued leases, every
+// coldDueEvery, until the queue has stayed empty coldDueIdle times or the
+// store closes.
+func (a *allowances) renewDueCold() {
+	defer a.wg.Done()
+	t := time.NewTimer(coldDueEvery)
+	defer t.Stop()
+	q := &a.coldDue
+	var due []coldDue
+	for idle := 0; ; {
+		select {
+		case <-a.stop:
+			// Close ends the leases queued.
+			q.mu.Lock()
+			q.pending.Add(-int64(len(q.due)))
+			q.due = nil
+			q.mu.Unlock()
+			return
+		case <-t.C:
+		}
+		q.mu.Lock()
+		due, q.due = q.due, due[:0]
+		if len(due) > 0 {
+			idle = 0
+		} else if idle++; idle >= coldDueIdle {
+			q.running = false
+			q.mu.Unlock()
+			return
+		}
+		q.mu.Unlock()
+		for _, d := range due {
+			a.renewDue(d)
+		}
+		clear(due)
+		t.Reset(coldDueEvery)
+	}
+}
+
+// renewDue starts d's early renewal if its lease is still due one: it gets
+// its renewAt back, which renewColdEarly reads, and keeps it if no renewal
+// starts, so that a later spend queues it again.
+func (a *allowances) renewDue(d coldDue) {
+	defer a.coldDue.pending.Add(-1) // after renewColdEarly took its place
+	c := d.c
+	sh := a.shard(c.rk)
+	sh.mu.Lock()
+	if c.ended() || c.closing != nil || c.renewing != nil || c.renewAt.Load() != math.MaxInt64 {
+		sh.mu.Unlock()
+		return
+	}
+	c.renewAt.Store(d.renewAt)
+	ask, start := a.renewColdEarly(c, a.now())
+	sh.mu.Unlock()
+	if start {
+		go a.renewCold(c, ask)
+	}
 }
 
 // spendAfterAsk answers a decision on rk that Redis refused while another
@@ -383,6 +495,18 @@ func (a *allowances) spendColdLocked(ctx context.Context, sh *allowShard, h uint
 	}()
 	now := a.now()
 	ns := now.UnixNano()
+	if c != nil && c.renewing == nil && c.closing == nil && c.renewAt.Load() == math.MaxInt64 &&
+		c.avail.Load() >= 0 && c.avail.Load() < cost && ns < c.deadline.Load() {
+		// Queued for an early renewal (queueCold) that has not begun, and
+		// out of units: the renewal begins here, and the decision waits
+		// for it below, as it would have had the renewal begun when queued
+		// (its goroutine starts under the lock: this decision lets the
+		// lock go at once to wait).
+		c.renewAt.Store(0)
+		if ask, start := a.renewColdEarly(c, now); start {
+			go a.renewCold(c, ask)
+		}
+	}
 	for c != nil && c.renewing != nil && (c.avail.Load() < cost || ns >= c.deadline.Load()) {
 		// Its renewal brings units and time (or ends the lease) in a round
 		// trip; ending the lease here as well would race with it.

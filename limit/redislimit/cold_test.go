@@ -225,6 +225,151 @@ func TestColdLeaseRenewsEarly(t *testing.T) {
 	}
 }
 
+// TestColdLeaseRenewalOffTheDecisionsPath: the decision that finds its
+// cold lease due an early renewal answers from the lease without the
+// shard's lock, which the test holds throughout; the lease is queued once,
+// not once a decision; and its renewal begins from the store's background
+// once the lock is free. After Close the state holds exactly the decisions
+// made.
+func TestColdLeaseRenewalOffTheDecisionsPath(t *testing.T) {
+	for _, p := range unrefilled(100_000) {
+		t.Run(p.Name, func(t *testing.T) {
+			clock, s := oneColdStore(t)
+			ctx := context.Background()
+			admitN(t, s, p, 1) // the one-trip decision, which is granted the lease
+			// Into the lease's last eighth: its next spend finds it due.
+			clock.Advance(time.Minute * 15 / 16)
+			const decisions = 5 // fewer than the first lease's units
+			unlock := s.LockShardForTest("k", p)
+			done := make(chan error, 1)
+			go func() {
+				for i := range decisions {
+					if d, err := s.AllowN(ctx, "k", p, 1); err != nil || !d.Allowed {
+						done <- fmt.Errorf("decision %d: %+v %v", i, d, err)
+						return
+					}
+				}
+				done <- nil
+			}()
+			select {
+			case err := <-done:
+				if err != nil {
+					unlock()
+					t.Fatal(err)
+				}
+			case <-time.After(10 * time.Second):
+				unlock()
+				<-done
+				t.Fatal("the decisions on a lease due its renewal waited for the shard's lock")
+			}
+			queued := s.ColdRenewalsInFlightForTest()
+			st := s.AllowanceStats()
+			unlock()
+			if queued != 1 || st.ColdRenewals != 0 || st.ColdLocal != decisions {
+				t.Fatalf("with the lock held: %d renewals queued or in flight, %d sent, %d decisions from the lease; want 1, 0 and %d",
+					queued, st.ColdRenewals, st.ColdLocal, decisions)
+			}
+			for deadline := time.Now().Add(10 * time.Second); s.AllowanceStats().ColdRenewals == 0 || s.ColdRenewalsInFlightForTest() > 0; time.Sleep(time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("the queued renewal did not begin and end within 10s of the lock's release")
+				}
+			}
+			if st := s.AllowanceStats(); st.ColdRenewals != 1 || st.Remote != 1 || st.Expired != 0 {
+				t.Fatalf("stats %+v: want 1 early renewal, 1 one-trip decision, nothing expired", st)
+			}
+			if err := s.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			got, err := plainStore(t, clock, s).AllowN(ctx, "k", p, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := p.Limit - 1 - decisions; got.Remaining != want {
+				t.Fatalf("after Close the state has %d free, want %d", got.Remaining, want)
+			}
+		})
+	}
+}
+
+// TestColdLeaseRunsDryWhileQueued: a lease queued for its early renewal
+// that runs out of units before the renewal begins has it begun by the
+// decision that finds it dry, which waits for the units rather than
+// ending the lease with a round trip of its own.
+func TestColdLeaseRunsDryWhileQueued(t *testing.T) {
+	for _, p := range unrefilled(100_000) {
+		t.Run(p.Name, func(t *testing.T) {
+			clock, s := oneColdStore(t)
+			ctx := context.Background()
+			admitN(t, s, p, 1) // the one-trip decision, which is granted the lease
+			decide := func() chan error {
+				res := make(chan error, 1)
+				go func() {
+					d, err := s.AllowN(ctx, "k", p, 1)
+					if err == nil && !d.Allowed {
+						err = fmt.Errorf("refused: %+v", d)
+					}
+					res <- err
+				}()
+				return res
+			}
+			// The lock held while the lease is spent to its last unit: the
+			// background cannot begin the queued renewal meanwhile.
+			unlock := s.LockShardForTest("k", p)
+			locked := true
+			defer func() {
+				if locked {
+					unlock()
+				}
+			}()
+			spent := 0
+			for {
+				before := s.AllowanceStats().ColdLocal
+				res := decide()
+				select {
+				case err := <-res:
+					if err != nil {
+						t.Fatal(err)
+					}
+					if s.AllowanceStats().ColdLocal != before+1 {
+						t.Fatal("a decision answered with the lock held, not from the lease")
+					}
+					if spent++; spent == 100 {
+						t.Fatal("100 decisions from the first lease: it never ran dry")
+					}
+					clock.Advance(10 * time.Millisecond)
+					continue
+				case <-time.After(200 * time.Millisecond):
+				}
+				// This decision waits for the lock: the lease is dry.
+				if n := s.ColdRenewalsInFlightForTest(); n != 1 {
+					t.Fatalf("the lease ran dry after %d decisions with %d renewals queued or in flight, want 1", spent, n)
+				}
+				unlock()
+				locked = false
+				if err := <-res; err != nil {
+					t.Fatal(err)
+				}
+				spent++
+				break
+			}
+			st := s.AllowanceStats()
+			if st.Remote != 1 || st.ColdRenewals != 1 || st.ColdLocal != int64(spent) {
+				t.Fatalf("stats %+v: want 1 one-trip decision, 1 early renewal, %d decisions from the lease", st, spent)
+			}
+			if err := s.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			got, err := plainStore(t, clock, s).AllowN(ctx, "k", p, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := p.Limit - 1 - int64(spent); got.Remaining != want {
+				t.Fatalf("after Close the state has %d free, want %d", got.Remaining, want)
+			}
+		})
+	}
+}
+
 // TestColdLeaseRenewalAnswerLost: the answers of early renewals are lost
 // (a timeout after Redis applied the call). A report of a lease's spends
 // counts from its grant, and a renewal keeps the lease's seq, so the next

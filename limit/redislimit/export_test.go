@@ -71,7 +71,7 @@ func init() {
 func (s *Store) SettledForTest() bool {
 	a := s.lent
 	now := a.now()
-	if len(a.coldLeases.slots) > 0 {
+	if len(a.coldLeases.slots) > 0 || a.coldDue.pending.Load() > 0 {
 		return false
 	}
 	for i := range a.shards {
@@ -147,8 +147,14 @@ func SetColdAskHooksForTest(s *Store, asked func(granted int64), wait func()) {
 }
 
 // ColdRenewalsInFlightForTest is how many early renewals of cold leases
-// are in flight.
-func (s *Store) ColdRenewalsInFlightForTest() int { return len(s.lent.coldLeases.slots) }
+// are in flight or queued to begin.
+func (s *Store) ColdRenewalsInFlightForTest() int {
+	return len(s.lent.coldLeases.slots) + int(s.lent.coldDue.pending.Load())
+}
+
+// ColdRenewalsQueuedForTest is how many early renewals of cold leases are
+// queued and not yet begun or declined.
+func (s *Store) ColdRenewalsQueuedForTest() int { return int(s.lent.coldDue.pending.Load()) }
 
 // LockShardForTest locks the shard of key (under p) that holds its
 // allowance, heat and cold lease, and returns its unlock.

@@ -152,8 +152,8 @@ func renewingCold(t *testing.T, pause time.Duration) (*redistest.Server, *limitt
 	p := limit.TokenBucket(1000, limit.PerHour(1)).Named("tb")
 	ctx := context.Background()
 	// The first decision (one-trip) is lent 8 units; the next 6 spend 6;
-	// the 8th leaves 1, under a quarter: the renewal starts and stays in
-	// flight while the server is paused.
+	// the 8th leaves 1, under a quarter: the renewal is queued, begins, and
+	// stays in flight while the server is paused.
 	for i := range 8 {
 		if i == 7 {
 			if err := srv.Client(t).Do(ctx, "CLIENT", "PAUSE", strconv.Itoa(int(pause.Milliseconds())), "ALL").Err(); err != nil {
@@ -164,6 +164,15 @@ func renewingCold(t *testing.T, pause time.Duration) (*redistest.Server, *limitt
 			t.Fatalf("decision %d: %+v %v", i, d, err)
 		}
 		clock.Advance(10 * time.Millisecond)
+	}
+	// The 8th decision queued the renewal; the store's background begins it.
+	for deadline := time.Now().Add(5 * time.Second); s.ColdRenewalsQueuedForTest() > 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the queued renewal did not begin in 5s")
+		}
+	}
+	if n := s.ColdRenewalsInFlightForTest(); n != 1 {
+		t.Fatalf("%d early renewals in flight, want 1", n)
 	}
 	return srv, clock, s, p
 }
