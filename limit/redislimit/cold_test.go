@@ -225,6 +225,15 @@ func TestColdLeaseRenewsEarly(t *testing.T) {
 	}
 }
 
+// leasedColdStore is oneColdStore after its one-trip decision on "k" under
+// p, which is granted the key's first cold lease.
+func leasedColdStore(t *testing.T, p limit.Policy) (*limittest.Clock, *redislimit.Store) {
+	t.Helper()
+	clock, s := oneColdStore(t)
+	admitN(t, s, p, 1)
+	return clock, s
+}
+
 // TestColdLeaseRenewalOffTheDecisionsPath: the decision that finds its
 // cold lease due an early renewal answers from the lease without the
 // shard's lock, which the test holds throughout; the lease is queued once,
@@ -234,34 +243,13 @@ func TestColdLeaseRenewsEarly(t *testing.T) {
 func TestColdLeaseRenewalOffTheDecisionsPath(t *testing.T) {
 	for _, p := range unrefilled(100_000) {
 		t.Run(p.Name, func(t *testing.T) {
-			clock, s := oneColdStore(t)
+			clock, s := leasedColdStore(t, p)
 			ctx := context.Background()
-			admitN(t, s, p, 1) // the one-trip decision, which is granted the lease
 			// Into the lease's last eighth: its next spend finds it due.
 			clock.Advance(time.Minute * 15 / 16)
 			const decisions = 5 // fewer than the first lease's units
 			unlock := s.LockShardForTest("k", p)
-			done := make(chan error, 1)
-			go func() {
-				for i := range decisions {
-					if d, err := s.AllowN(ctx, "k", p, 1); err != nil || !d.Allowed {
-						done <- fmt.Errorf("decision %d: %+v %v", i, d, err)
-						return
-					}
-				}
-				done <- nil
-			}()
-			select {
-			case err := <-done:
-				if err != nil {
-					unlock()
-					t.Fatal(err)
-				}
-			case <-time.After(10 * time.Second):
-				unlock()
-				<-done
-				t.Fatal("the decisions on a lease due its renewal waited for the shard's lock")
-			}
+			answeredUnlocked(t, admitAsync(ctx, s, "k", p, decisions), unlock, "the decisions on a lease due its renewal")
 			queued := s.ColdRenewalsInFlightForTest()
 			st := s.AllowanceStats()
 			unlock()
@@ -298,20 +286,8 @@ func TestColdLeaseRenewalOffTheDecisionsPath(t *testing.T) {
 func TestColdLeaseRunsDryWhileQueued(t *testing.T) {
 	for _, p := range unrefilled(100_000) {
 		t.Run(p.Name, func(t *testing.T) {
-			clock, s := oneColdStore(t)
+			clock, s := leasedColdStore(t, p)
 			ctx := context.Background()
-			admitN(t, s, p, 1) // the one-trip decision, which is granted the lease
-			decide := func() chan error {
-				res := make(chan error, 1)
-				go func() {
-					d, err := s.AllowN(ctx, "k", p, 1)
-					if err == nil && !d.Allowed {
-						err = fmt.Errorf("refused: %+v", d)
-					}
-					res <- err
-				}()
-				return res
-			}
 			// The lock held while the lease is spent to its last unit: the
 			// background cannot begin the queued renewal meanwhile.
 			unlock := s.LockShardForTest("k", p)
@@ -324,7 +300,7 @@ func TestColdLeaseRunsDryWhileQueued(t *testing.T) {
 			spent := 0
 			for {
 				before := s.AllowanceStats().ColdLocal
-				res := decide()
+				res := admitAsync(ctx, s, "k", p, 1)
 				select {
 				case err := <-res:
 					if err != nil {
@@ -1170,8 +1146,8 @@ func TestColdLeaseReportsAsOneTrip(t *testing.T) {
 
 // TestColdLeaseEndedBeforeItsRenewal: a decision spends the unit that
 // makes its key's cold lease due for renewal without the shard's lock, and
-// another decision ends the lease before the first takes the lock to start
-// the renewal. The ended lease is not renewed: its remainder, an ended
+// another decision ends the lease before the renewal, queued by the first,
+// can begin under the lock. The ended lease is not renewed: its remainder, an ended
 // mark, is no count of units spent, and reported as one it charged the key
 // about 2^62 units (or, with a token weighing many units, failed the
 // script, and with it every decision that shared the call).
@@ -1193,15 +1169,8 @@ func TestColdLeaseEndedBeforeItsRenewal(t *testing.T) {
 				t.Fatalf("stats %+v: want 8 lent, 6 decisions from the cold lease", st)
 			}
 			unlock := s.LockShardForTest("k", p)
-			done := make(chan error, 1)
-			go func() {
-				// Leaves 1 of 8: due for renewal, which needs the lock.
-				d, err := s.AllowN(ctx, "k", p, 1)
-				if err == nil && !d.Allowed {
-					err = fmt.Errorf("refused: %+v", d)
-				}
-				done <- err
-			}()
+			// Leaves 1 of 8: due for renewal, which begins under the lock.
+			done := admitAsync(ctx, s, "k", p, 1)
 			for deadline := time.Now().Add(10 * time.Second); s.AllowanceStats().ColdLocal != 7; {
 				if time.Now().After(deadline) {
 					unlock()
