@@ -78,7 +78,12 @@ func TestPromiseSharedEvents(t *testing.T) {
 			if got := rec.Named(batcher.FailedEvent)[0].Val; got != rival {
 				t.Fatalf("failed event val %d, want the partition the rival won, %d", got, rival)
 			}
-			waitFor(t, "4 partitions held", func() bool { return r.Capacity() == reserved+4*factor })
+			// The capacity is read from the resource, the events from the
+			// listener's goroutine, which may deliver the last allocation
+			// after the capacity changed.
+			waitFor(t, "4 partitions held and their allocated events", func() bool {
+				return r.Capacity() == reserved+4*factor && rec.Count(batcher.AllocatedEvent) >= 4
+			})
 			allocated := vals(rec, batcher.AllocatedEvent)
 			if len(allocated) != 4 || slices.Contains(allocated, rival) || !distinctIn(allocated, shared/factor) {
 				t.Fatalf("allocated events %v, want 4 distinct partition indices in [0, 6) without %d", allocated, rival)
