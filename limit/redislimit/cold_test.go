@@ -237,9 +237,9 @@ func leasedColdStore(t *testing.T, p limit.Policy) (*limittest.Clock, *redislimi
 // TestColdLeaseRenewalOffTheDecisionsPath: the decision that finds its
 // cold lease due an early renewal answers from the lease without the
 // shard's lock, which the test holds throughout; the lease is queued once,
-// not once a decision; and its renewal begins from the store's background
-// once the lock is free. After Close the state holds exactly the decisions
-// made.
+// not once a decision; its renewal begins from the store's background
+// once the lock is free; and the goroutine that began it ends with nothing
+// more queued. After Close the state holds exactly the decisions made.
 func TestColdLeaseRenewalOffTheDecisionsPath(t *testing.T) {
 	for _, p := range unrefilled(100_000) {
 		t.Run(p.Name, func(t *testing.T) {
@@ -264,6 +264,13 @@ func TestColdLeaseRenewalOffTheDecisionsPath(t *testing.T) {
 			}
 			if st := s.AllowanceStats(); st.ColdRenewals != 1 || st.Remote != 1 || st.Expired != 0 {
 				t.Fatalf("stats %+v: want 1 early renewal, 1 one-trip decision, nothing expired", st)
+			}
+			// With nothing more queued the goroutine ends (after 100 ms),
+			// the store still open.
+			for deadline := time.Now().Add(5 * time.Second); s.ColdQueueRunsForTest(); time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("the renewal queue's goroutine still ran 5s after its last renewal")
+				}
 			}
 			if err := s.Close(ctx); err != nil {
 				t.Fatal(err)

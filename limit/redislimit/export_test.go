@@ -156,6 +156,15 @@ func (s *Store) ColdRenewalsInFlightForTest() int {
 // queued and not yet begun or declined.
 func (s *Store) ColdRenewalsQueuedForTest() int { return int(s.lent.coldDue.pending.Load()) }
 
+// ColdQueueRunsForTest reports whether the goroutine that begins queued
+// early renewals runs.
+func (s *Store) ColdQueueRunsForTest() bool {
+	q := &s.lent.coldDue
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.running
+}
+
 // LockShardForTest locks the shard of key (under p) that holds its
 // allowance, heat and cold lease, and returns its unlock.
 func (s *Store) LockShardForTest(key string, p limit.Policy) (unlock func()) {
