@@ -28,10 +28,13 @@
 -- by " L" and one "holder:amount:lease_end:seq" item per lease. Every lent
 -- unit counts as debt that does not drain until it is reported spent
 -- (charged at min(now, spent_at)), returned (removed) or its lease ends
--- (charged at the lease end).
+-- (charged at the lease end). On a grid, a holder that asked and holds
+-- nothing has an item of amount 0 and seq 0 (a marker: it lends nothing
+-- and matches no report) until its next call, or a lease and a grid step.
 --
 -- The answer: "granted seq lease_us holders retry_us remaining reset_us now
--- matched retry_units", matched 1 when the holder's lease seq was live,
+-- matched retry_units", holders the leases and markers on the key (this
+-- holder's included), matched 1 when the holder's lease seq was live,
 -- retry_units what retry_us promises on a met take (0: no promise).
 
 local TB = 1
@@ -133,6 +136,15 @@ local mine
 for _, it in ipairs(ledger) do
   if it.h == holder and it.s == seq and seq > 0 then mine = it end
 end
+-- A holder's marker (below) stands only until its next call, whose
+-- answer takes its place.
+do
+  local kept = {}
+  for _, it in ipairs(ledger) do
+    if not (it.h == holder and it.s == 0 and it.amt == 0) then kept[#kept + 1] = it end
+  end
+  ledger = kept
+end
 local matched = 0
 if mine then
   matched = 1
@@ -183,7 +195,7 @@ if op == 1 then
   if grid > 0 then
     local others = 0
     for _, it in ipairs(ledger) do
-      if it ~= mine and it.amt > 0 then others = others + 1 end
+      if it ~= mine and (it.amt > 0 or it.s == 0) then others = others + 1 end
     end
     if others > 0 then
       share = cdiv(idiv(grid * n, p), others + 1)
@@ -248,13 +260,20 @@ if op == 1 then
     mine.amt, mine.e, mine.s = mine.amt + granted, now + lease, newseq
     lent = lent + granted
     lease_us = lease
+  elseif grid > 0 and want > 0 then
+    -- On a grid, a holder that asked and holds nothing now is waiting
+    -- for its share at the next point: a marker (no units, seq 0) keeps
+    -- it counted among the others until then, so that the holders there
+    -- before it leave it its share rather than halving the refill
+    -- between them.
+    ledger[#ledger + 1] = {h = holder, amt = 0, e = now + lease + grid, s = 0}
   end
 end
 
 -- Write back: the state, then the live leases.
 local items, holders, last_end = {}, 0, now
 for _, it in ipairs(ledger) do
-  if it.amt > 0 then
+  if it.amt > 0 or it.s == 0 then
     items[#items + 1] = it.r or string.format('%s:%d:%d:%d', it.h, it.amt, it.e, it.s)
     holders = holders + 1
     if it.e > last_end then last_end = it.e end

@@ -1144,8 +1144,9 @@ func (a *allowances) apply(r *allowance, req call, res lendResult, now time.Time
 	r.srvRemain.Store(res.remaining)
 	r.reset.Store(int64(res.reset))
 	if res.holders >= r.holders || now.Sub(r.holdersAt) >= a.lease {
-		// The most seen over a lease: a holder's entry leaves the ledger
-		// while it waits for its share, and a store that counted fewer
+		// The most seen over a lease: off a take grid a holder's entry
+		// leaves the ledger while it waits for its share (on a grid a
+		// marker keeps it counted), and a store that counted fewer
 		// holders would take a larger share than the others.
 		r.holders, r.holdersAt = res.holders, now
 		r.tgt.Store(a.target(r))

@@ -97,3 +97,80 @@ func TestLendOnStateFromAnotherClock(t *testing.T) {
 		}
 	}
 }
+
+// TestLendOnGridLeavesAWaitingHolderItsShare: on a take grid, a holder
+// that asked and was granted nothing stays counted among the key's
+// holders until the next point, so the two that reach the point before it
+// leave it its share of the point's refill instead of halving it between
+// them. Without that, a store that comes last at the points (its renewal
+// goroutine's tick falls after the others') was refused at every point
+// while the others took the key's whole rate. The count ends a lease and
+// a grid step after the ask.
+func TestLendOnGridLeavesAWaitingHolderItsShare(t *testing.T) {
+	ctx := context.Background()
+	for _, p := range []limit.Policy{
+		limit.TokenBucket(1000, limit.PerSecond(1000)).Named("tb"),
+		limit.GCRA(limit.PerSecond(1000), 1000).Named("gcra"),
+	} {
+		t.Run(p.Name, func(t *testing.T) {
+			t0 := time.Unix(1_700_000_000, 0) // a point of every grid
+			clock := limittest.NewClock(t0)
+			s := lendStores(t, clock, 1)[0]
+			const leaseFor = time.Second
+			ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+			// take asks for 1,000 at at ms, reporting used units spent at
+			// the grid point before the last (the state then has a point's refill
+			// free at every point).
+			take := func(key string, at int, holder string, seq, used int64) redislimit.Lease {
+				t.Helper()
+				clock.Advance(ms(at).Sub(clock.Now()))
+				l, err := s.LendOnGridForTest(ctx, key, p, holder, seq, used, ms(max(at/200*200-200, 0)).UnixMicro(), 1000, leaseFor)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return l
+			}
+			// a takes the full bucket; b and c, asking after it, get
+			// nothing and wait for the point at 200 ms.
+			a := take("k", 0, "a", 0, 0)
+			b := take("k", 5, "b", 0, 0)
+			c := take("k", 10, "c", 0, 0)
+			if a.Granted != 1000 || b.Granted != 0 || c.Granted != 0 {
+				t.Fatalf("a, b and c took %d, %d and %d of a full bucket, want 1000, 0 and 0", a.Granted, b.Granted, c.Granted)
+			}
+			if c.Holders != 3 {
+				t.Fatalf("c at 10 ms: %d holders, want 3 (a holding, b and c waiting)", c.Holders)
+			}
+			// At the point a reports its spends and each asks again, c
+			// last: 200 units refilled, a share of 67 each.
+			var got [3]int64
+			for i, h := range []struct {
+				name      string
+				seq, used int64
+			}{{"a", a.Seq, a.Granted}, {"b", b.Seq, b.Granted}, {"c", 0, 0}} {
+				l := take("k", 200+i, h.name, h.seq, h.used)
+				got[i] = l.Granted
+			}
+			if got != [3]int64{67, 67, 66} {
+				t.Fatalf("the point's refill went %v to a, b and c; want [67 67 66]", got)
+			}
+
+			// A waiting holder that does not come back stops counting a
+			// lease and a grid step after its ask (1,210 ms here).
+			a = take("k2", 0, "a", 0, 0)
+			b = take("k2", 5, "b", 0, 0)
+			take("k2", 10, "c", 0, 0)
+			for at := 200; at <= 1400; at += 200 {
+				a = take("k2", at, "a", a.Seq, a.Granted)
+				b = take("k2", at+1, "b", b.Seq, b.Granted)
+				want := int64(3)
+				if at > 1210 {
+					want = 2
+				}
+				if a.Holders != want {
+					t.Fatalf("a at %d ms: %d holders, want %d", at, a.Holders, want)
+				}
+			}
+		})
+	}
+}

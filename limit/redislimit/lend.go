@@ -44,7 +44,7 @@ type lendResult struct {
 	granted   int64
 	seq       int64 // the holder's lease after the call; 0 for none
 	lease     time.Duration
-	holders   int64 // live leases on the key, the holder's included
+	holders   int64 // live leases and, on a grid, waiting holders on the key, the holder's included
 	retry     time.Duration
 	remaining int64
 	reset     time.Duration
