@@ -17,29 +17,15 @@ import (
 // time: nothing refilled since the point until the next point, which is
 // the retry time it is given.
 func TestLendOnGridGrantsWhatWasFreeAtThePoint(t *testing.T) {
-	ctx := context.Background()
 	for _, p := range []limit.Policy{
 		limit.TokenBucket(1000, limit.PerSecond(1000)).Named("tb"),
 		limit.GCRA(limit.PerSecond(1000), 1000).Named("gcra"),
 	} {
 		t.Run(p.Name, func(t *testing.T) {
-			t0 := time.Unix(1_700_000_000, 0) // a point of every grid
-			clock := limittest.NewClock(t0)
-			s := lendStores(t, clock, 1)[0]
-			const leaseFor = 10 * time.Second
-			ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+			takeOn := gridTakes(t, p, 10*time.Second)
 			take := func(at int, holder string, seq, used int64, spentAt int, want int64) redislimit.Lease {
 				t.Helper()
-				clock.Advance(ms(at).Sub(clock.Now()))
-				sp := int64(-1)
-				if spentAt >= 0 {
-					sp = ms(spentAt).UnixMicro()
-				}
-				l, err := s.LendOnGridForTest(ctx, "k", p, holder, seq, used, sp, want, leaseFor)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return l
+				return takeOn("k", at, holder, seq, used, spentAt, want)
 			}
 			a := take(0, "a", 0, 0, -1, 1000)
 			if a.Granted != 1000 {
@@ -107,28 +93,18 @@ func TestLendOnStateFromAnotherClock(t *testing.T) {
 // while the others took the key's whole rate. The count ends a lease and
 // a grid step after the ask.
 func TestLendOnGridLeavesAWaitingHolderItsShare(t *testing.T) {
-	ctx := context.Background()
 	for _, p := range []limit.Policy{
 		limit.TokenBucket(1000, limit.PerSecond(1000)).Named("tb"),
 		limit.GCRA(limit.PerSecond(1000), 1000).Named("gcra"),
 	} {
 		t.Run(p.Name, func(t *testing.T) {
-			t0 := time.Unix(1_700_000_000, 0) // a point of every grid
-			clock := limittest.NewClock(t0)
-			s := lendStores(t, clock, 1)[0]
-			const leaseFor = time.Second
-			ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+			takeOn := gridTakes(t, p, time.Second)
 			// take asks for 1,000 at at ms, reporting used units spent at
-			// the grid point before the last (the state then has a point's refill
-			// free at every point).
+			// the grid point before the last (the state then has a
+			// point's refill free at every point).
 			take := func(key string, at int, holder string, seq, used int64) redislimit.Lease {
 				t.Helper()
-				clock.Advance(ms(at).Sub(clock.Now()))
-				l, err := s.LendOnGridForTest(ctx, key, p, holder, seq, used, ms(max(at/200*200-200, 0)).UnixMicro(), 1000, leaseFor)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return l
+				return takeOn(key, at, holder, seq, used, max(at/200*200-200, 0), 1000)
 			}
 			// a takes the full bucket; b and c, asking after it, get
 			// nothing and wait for the point at 200 ms.
@@ -172,5 +148,29 @@ func TestLendOnGridLeavesAWaitingHolderItsShare(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// gridTakes returns take, which runs the allowance script on p's take grid
+// on a store of its own, whose fake clock starts at a point of every grid:
+// it moves the clock to at ms, reports used units of holder's lease seq
+// spent at spentAt ms (-1: now) and asks for want on key.
+func gridTakes(t *testing.T, p limit.Policy, leaseFor time.Duration) func(key string, at int, holder string, seq, used int64, spentAt int, want int64) redislimit.Lease {
+	t0 := time.Unix(1_700_000_000, 0)
+	clock := limittest.NewClock(t0)
+	s := lendStores(t, clock, 1)[0]
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	return func(key string, at int, holder string, seq, used int64, spentAt int, want int64) redislimit.Lease {
+		t.Helper()
+		clock.Advance(ms(at).Sub(clock.Now()))
+		sp := int64(-1)
+		if spentAt >= 0 {
+			sp = ms(spentAt).UnixMicro()
+		}
+		l, err := s.LendOnGridForTest(context.Background(), key, p, holder, seq, used, sp, want, leaseFor)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
 	}
 }
